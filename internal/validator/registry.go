@@ -1,0 +1,134 @@
+package validator
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Message is one chat message as the checks see it: a role and its text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ResponseFormat is the request's response_format, reduced to what checks use.
+type ResponseFormat struct {
+	// Type is "text", "json_object" or "json_schema".
+	Type string `json:"type"`
+	// Schema is the JSON Schema for "json_schema" (and for llama-server's
+	// "json_object" with a schema), or nil.
+	Schema json.RawMessage `json:"schema,omitempty"`
+}
+
+// Tool is one function the request declares.
+type Tool struct {
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Request is what a check may know about the request whose output it
+// judges. The gateway and `aegis check` build it from an OpenAI chat
+// completion request; the validator packages do not depend on wire types.
+type Request struct {
+	Messages       []Message
+	ResponseFormat *ResponseFormat
+	Tools          []Tool
+	// MaxTokens is the request's max_tokens (0 when absent).
+	MaxTokens int
+}
+
+// System returns the concatenated system (and developer) messages.
+func (r *Request) System() string {
+	var s string
+	for _, m := range r.Messages {
+		if m.Role == "system" || m.Role == "developer" {
+			if s != "" {
+				s += "\n"
+			}
+			s += m.Content
+		}
+	}
+	return s
+}
+
+// WantsJSON reports whether the request asks for JSON output.
+func (r *Request) WantsJSON() bool {
+	return r.ResponseFormat != nil && (r.ResponseFormat.Type == "json_object" || r.ResponseFormat.Type == "json_schema")
+}
+
+// Spec describes a check: its name, documentation, configuration and
+// constructor. One Spec serves as constructor, docs (`aegis validators`)
+// and policy schema.
+type Spec struct {
+	// Name is the registry name, lower_snake_case, such as "json_syntax".
+	Name string
+	// Summary is one line for listings.
+	Summary string
+	// Doc explains what the check catches, how, and what it holds back.
+	Doc string
+	// Reasons are the reason codes the check can report.
+	Reasons []Reason
+	// Example is a policy YAML fragment that enables and configures the
+	// check, shown by `aegis validators`. It must decode with Config.
+	Example string
+	// Config returns a pointer to a fresh configuration value, with its
+	// defaults set, into which the policy's section for this check is
+	// strictly decoded. Nil means the check takes no configuration.
+	Config func() any
+	// New builds the check for one attempt, given the decoded
+	// configuration (the value Config returned, or nil) and the request.
+	// It returns a nil Validator and a nil error when the check does not
+	// apply to this request (json_syntax when no JSON was asked for).
+	New func(cfg any, req *Request) (Validator, error)
+}
+
+// Registry holds Specs by name. The zero value is empty and ready to use.
+type Registry struct {
+	mu    sync.RWMutex
+	specs map[string]Spec
+}
+
+// Default is the registry that check packages register into from init.
+var Default = &Registry{}
+
+// Register adds a spec. It panics on an empty name, a nil New, or a
+// duplicate name: those are programming errors found at start-up.
+func (r *Registry) Register(s Spec) {
+	if s.Name == "" || s.New == nil {
+		panic(fmt.Sprintf("validator: invalid spec %q: name and New are required", s.Name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.specs == nil {
+		r.specs = make(map[string]Spec)
+	}
+	if _, dup := r.specs[s.Name]; dup {
+		panic(fmt.Sprintf("validator: duplicate spec %q", s.Name))
+	}
+	r.specs[s.Name] = s
+}
+
+// Register adds a spec to the Default registry.
+func Register(s Spec) { Default.Register(s) }
+
+// Lookup returns the spec with the given name.
+func (r *Registry) Lookup(name string) (Spec, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.specs[name]
+	return s, ok
+}
+
+// All returns every spec, sorted by name.
+func (r *Registry) All() []Spec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Spec, 0, len(r.specs))
+	for _, s := range r.specs {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

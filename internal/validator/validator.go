@@ -1,0 +1,66 @@
+package validator
+
+import (
+	"time"
+)
+
+// Validator is one incremental check over the output text of one attempt.
+//
+// The pipeline calls Write with each piece of text as it streams, in order,
+// and Close once at the end. A Validator must give the same findings for
+// the same text however it is split: whole, byte by byte, or in random
+// pieces (split independence). Offsets are bytes from the start of the
+// output. A Validator is used by one goroutine at a time and is not reused
+// across attempts.
+type Validator interface {
+	// Name returns the registry name of the check, such as "json_syntax".
+	Name() string
+
+	// Write feeds the next piece of output. It never fails: a failure of
+	// the output is a Finding, not an error. It returns len(p), nil.
+	Write(p []byte) (int, error)
+
+	// Settled returns the byte offset up to which this validator has
+	// cleared the output for good: no finding it reports later will start
+	// before it. Text that may still be judged (a repetition that has
+	// begun, a possible secret, an unfinished regex match, a JSON document
+	// that must be whole before it can be released) stays after it. The
+	// release point of an attempt is the minimum over its validators.
+	Settled() int
+
+	// Findings returns the failures seen so far, in order of Start.
+	// A non-empty result means the output fails this check.
+	Findings() []Finding
+
+	// Close marks the end of the output and runs the end-of-output checks
+	// (a required pattern never seen, an unfinished JSON document, a
+	// schema's required property missing). After Close, Settled returns
+	// the length of the whole output unless there is a finding.
+	Close()
+}
+
+// Ticker is implemented by validators that judge time, not text (the stall
+// watchdog). The pipeline calls Tick with the current time whenever a chunk
+// arrives and on a timer while waiting, so deadlines fire without text.
+type Ticker interface {
+	// Tick tells the validator the time now. It may add findings.
+	Tick(now time.Time)
+	// NextDeadline returns when the validator next needs a Tick, or the
+	// zero time when it needs none.
+	NextDeadline() time.Time
+}
+
+// ToolCall is one function call the model made, with its arguments as the
+// raw JSON text the model produced.
+type ToolCall struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolCallChecker is implemented by validators that judge tool calls. The
+// pipeline calls CheckToolCall once per completed call.
+type ToolCallChecker interface {
+	CheckToolCall(call ToolCall) []Finding
+}
