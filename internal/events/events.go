@@ -1,0 +1,165 @@
+// Package events carries what happens to each request (started, verdict,
+// retry, halt, finished) from the gateway to whoever watches: metrics, the
+// live dashboard, the incident log and structured logs. Publishing never
+// blocks the request path: a slow subscriber loses events, and the loss is
+// counted.
+package events
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Kind says what an Event reports.
+type Kind int
+
+// The event kinds, in the order they happen to a request.
+const (
+	RequestStarted Kind = iota // the gateway accepted a request
+	AttemptStarted             // an upstream attempt began (Attempt counts from 1)
+	Verdict                    // an attempt ended with a verdict (pass or fail)
+	Retry                      // a failed attempt is being retried, hidden from the client
+	Halt                       // the request was stopped with an error code
+	RequestFinished            // the response to the client is complete
+	GuardStatus                // a guard server or device changed state
+)
+
+func (k Kind) String() string {
+	switch k {
+	case RequestStarted:
+		return "request_started"
+	case AttemptStarted:
+		return "attempt_started"
+	case Verdict:
+		return "verdict"
+	case Retry:
+		return "retry"
+	case Halt:
+		return "halt"
+	case RequestFinished:
+		return "request_finished"
+	case GuardStatus:
+		return "guard_status"
+	}
+	return "unknown"
+}
+
+// MarshalText encodes the kind by name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Event is one thing that happened to one request. Fields that do not
+// apply to a kind are zero.
+type Event struct {
+	Kind      Kind      `json:"kind"`
+	Time      time.Time `json:"time"`
+	RequestID string    `json:"request_id"`
+	Route     string    `json:"route,omitempty"`    // "/v1/chat/completions", "/api/chat", ...
+	Upstream  string    `json:"upstream,omitempty"` // the upstream's configured name
+	Model     string    `json:"model,omitempty"`
+	Stream    bool      `json:"stream,omitempty"`
+	Attempt   int       `json:"attempt,omitempty"`
+
+	// Verdict is set on Verdict, Retry and Halt events.
+	Verdict *validator.Verdict `json:"verdict,omitempty"`
+	// Outcome on RequestFinished: "released", "repaired", "halted",
+	// "blocked", "error" or "cancelled".
+	Outcome string `json:"outcome,omitempty"`
+	// Status is the HTTP status sent to the client (RequestFinished).
+	Status int `json:"status,omitempty"`
+
+	// Timings (RequestFinished and Verdict): time to first token the client
+	// saw, time from the upstream's last token to the verdict, the latency
+	// Aegis added to the first token, and total duration.
+	TTFT         time.Duration `json:"ttft_ns,omitempty"`
+	VerdictDelay time.Duration `json:"verdict_delay_ns,omitempty"`
+	AddedTTFT    time.Duration `json:"added_ttft_ns,omitempty"`
+	Duration     time.Duration `json:"duration_ns,omitempty"`
+	// HeldBytes is the most text held back behind the release point.
+	HeldBytes int `json:"held_bytes,omitempty"`
+	// Tokens is the upstream's completion token count when known.
+	Tokens int `json:"tokens,omitempty"`
+
+	// Text is the attempt's output, only when the configuration allows
+	// logging outputs; empty otherwise.
+	Text string `json:"text,omitempty"`
+
+	// Guard fields (GuardStatus and guard verdicts): device and state.
+	GuardDevice string `json:"guard_device,omitempty"`
+	GuardState  string `json:"guard_state,omitempty"`
+	Error       string `json:"error,omitempty"`
+}
+
+// Bus fans events out to subscribers. The zero value is ready to use. A
+// nil *Bus discards everything, so callers need no nil checks.
+type Bus struct {
+	mu      sync.RWMutex
+	subs    map[*Subscription]struct{}
+	dropped atomic.Uint64
+}
+
+// Subscription receives events on C until Close.
+type Subscription struct {
+	C   <-chan Event
+	c   chan Event
+	bus *Bus
+}
+
+// Subscribe returns a subscription with a buffer of n events. Events that
+// do not fit are dropped for this subscriber only.
+func (b *Bus) Subscribe(n int) *Subscription {
+	if n < 1 {
+		n = 1
+	}
+	c := make(chan Event, n)
+	s := &Subscription{C: c, c: c, bus: b}
+	b.mu.Lock()
+	if b.subs == nil {
+		b.subs = make(map[*Subscription]struct{})
+	}
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+// Close stops delivery and closes C. It is safe to call twice.
+func (s *Subscription) Close() {
+	b := s.bus
+	b.mu.Lock()
+	if _, ok := b.subs[s]; ok {
+		delete(b.subs, s)
+		close(s.c)
+	}
+	b.mu.Unlock()
+}
+
+// Publish delivers e to every subscriber without blocking. A zero Time is
+// set to now.
+func (b *Bus) Publish(e Event) {
+	if b == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	b.mu.RLock()
+	for s := range b.subs {
+		select {
+		case s.c <- e:
+		default:
+			b.dropped.Add(1)
+		}
+	}
+	b.mu.RUnlock()
+}
+
+// Dropped returns how many deliveries were dropped because a subscriber
+// was full.
+func (b *Bus) Dropped() uint64 {
+	if b == nil {
+		return 0
+	}
+	return b.dropped.Load()
+}
