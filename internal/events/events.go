@@ -18,13 +18,13 @@ type Kind int
 
 // The event kinds, in the order they happen to a request.
 const (
-	RequestStarted Kind = iota // the gateway accepted a request
-	AttemptStarted             // an upstream attempt began (Attempt counts from 1)
-	Verdict                    // an attempt ended with a verdict (pass or fail)
-	Retry                      // a failed attempt is being retried, hidden from the client
-	Halt                       // the request was stopped with an error code
-	RequestFinished            // the response to the client is complete
-	GuardStatus                // a guard server or device changed state
+	RequestStarted  Kind = iota // the gateway accepted a request
+	AttemptStarted              // an upstream attempt began (Attempt counts from 1)
+	Verdict                     // an attempt ended with a verdict (pass or fail)
+	Retry                       // a failed attempt is being retried, hidden from the client
+	Halt                        // the request was stopped with an error code
+	RequestFinished             // the response to the client is complete
+	GuardStatus                 // a guard server or device changed state
 )
 
 func (k Kind) String() string {
