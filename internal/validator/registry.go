@@ -37,6 +37,24 @@ type Request struct {
 	Tools          []Tool
 	// MaxTokens is the request's max_tokens (0 when absent).
 	MaxTokens int
+
+	memo map[string]any
+}
+
+// Memo returns the value stored under key, computing it with f the first
+// time. Checks use it to share work derived from the request (the
+// constraints compiled from the prompt) across the checks of one
+// attempt. It is not safe for concurrent use, like the Request itself.
+func (r *Request) Memo(key string, f func() any) any {
+	if v, ok := r.memo[key]; ok {
+		return v
+	}
+	if r.memo == nil {
+		r.memo = make(map[string]any)
+	}
+	v := f()
+	r.memo[key] = v
+	return v
 }
 
 // System returns the concatenated system (and developer) messages.
