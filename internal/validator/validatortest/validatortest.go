@@ -111,15 +111,18 @@ func Splits(n int) map[string][]int {
 
 // SplitIndependent feeds text through fresh validators from newFn whole,
 // byte by byte, in 16-byte chunks and in random splits, and fails the test
-// unless every split gives the same findings (and the same final Settled)
-// as the whole text. It returns the findings of the whole text so callers
+// unless every split gives the same findings (and, for a passing text,
+// the same final Settled) as the whole text. It returns the findings of the whole text so callers
 // can assert on them too.
 func SplitIndependent(t testing.TB, newFn func() validator.Validator, text string) []validator.Finding {
 	t.Helper()
 	want, wantSettled := Run(t, newFn(), text, []int{len(text)})
 	for name, sizes := range Splits(len(text)) {
 		got, gotSettled := Run(t, newFn(), text, sizes)
-		if !reflect.DeepEqual(normalize(got), normalize(want)) || gotSettled != wantSettled {
+		// The final Settled of a failing output depends on when the
+		// failure was seen and is not part of the contract; compare it
+		// only for passing outputs.
+		if !reflect.DeepEqual(normalize(got), normalize(want)) || len(want) == 0 && gotSettled != wantSettled {
 			t.Fatalf("split %s of %q:\n got %+v (settled %d)\nwant %+v (settled %d)", name, text, got, gotSettled, want, wantSettled)
 		}
 	}
