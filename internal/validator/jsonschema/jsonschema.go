@@ -143,8 +143,13 @@ func (v *Validator) Write(p []byte) (int, error) {
 }
 
 // check turns a syntax error or an early schema failure into a finding.
+//
+// Both can appear in one Write (the scanner runs on after the tracker has
+// failed); the one that starts first wins, which is what a byte-by-byte
+// feed would have reported, so findings do not depend on the split.
 func (v *Validator) check() {
-	if e := v.sc.Err(); e != nil {
+	e := v.sc.Err()
+	if e != nil && (v.tr == nil || v.tr.fail == nil || e.Offset < v.tr.fail.start) {
 		end := e.Offset + 1
 		if end > len(v.buf) {
 			end = e.Offset
