@@ -30,6 +30,8 @@ type Compiled struct {
 	Schema *js.Schema
 	// Draft is the draft version the root was compiled with (7, 2020).
 	Draft int
+
+	nodes sync.Map // *js.Schema -> *node, for the early-fail tracker
 }
 
 // schemaURL is the base URL a request's schema is compiled under. The

@@ -106,13 +106,13 @@ func New(comp *Compiled, cfg *Config) *Validator {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	v := &Validator{comp: comp, maxBytes: cfg.MaxBytes}
+	v := &Validator{comp: comp, maxBytes: cfg.MaxBytes, buf: make([]byte, 0, 512)}
 	if v.maxBytes == 0 {
 		v.maxBytes = DefaultConfig().MaxBytes
 	}
 	var h jsonsyntax.Handler
 	if cfg.Early {
-		v.tr = newTracker(comp.Schema)
+		v.tr = newTracker(comp)
 		h = v.tr
 	}
 	v.sc = jsonsyntax.NewScanner(cfg.MaxDepth, h)

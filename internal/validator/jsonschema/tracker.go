@@ -130,22 +130,65 @@ type tframe struct {
 }
 
 type tracker struct {
+	comp   *Compiled
 	root   []*js.Schema
 	frames []tframe
-	masks  map[*js.Schema]typeMask
 	scalar []*js.Schema // schemas of the scalar being scanned
 	fail   *early
 }
 
-func newTracker(root *js.Schema) *tracker {
-	t := &tracker{masks: make(map[*js.Schema]typeMask)}
-	t.root = t.expand(nil, root)
+func newTracker(comp *Compiled) *tracker {
+	t := &tracker{comp: comp, frames: make([]tframe, 0, 8)}
+	t.root = t.expand(nil, comp.Schema)
 	return t
 }
 
-// expand appends s and the schemas it requires unconditionally ($ref,
-// allOf, recursively) to dst.
+// node is what the tracker derives from one schema, computed once per
+// compiled schema and shared by all validators using it.
+type node struct {
+	mask typeMask
+	exp  []*js.Schema // the schema and what it requires; cap == len
+}
+
+func (c *Compiled) node(s *js.Schema) *node {
+	if n, ok := c.nodes.Load(s); ok {
+		return n.(*node)
+	}
+	exp := expandInto(nil, s)
+	n := &node{mask: maskOf(s), exp: exp[:len(exp):len(exp)]}
+	c.nodes.Store(s, n)
+	return n
+}
+
+// expand appends s and the schemas it requires unconditionally to dst.
+// The result may share the cached expansion (clipped, so appending to it
+// copies); callers never write into it in place.
 func (t *tracker) expand(dst []*js.Schema, s *js.Schema) []*js.Schema {
+	if s == nil {
+		return dst
+	}
+	e := t.comp.node(s).exp
+	if len(dst) == 0 {
+		return e
+	}
+outer:
+	for _, x := range e {
+		for _, d := range dst {
+			if d == x {
+				continue outer
+			}
+		}
+		if len(dst) >= maxExpand {
+			break
+		}
+		dst = append(dst, x)
+	}
+	return dst
+}
+
+// expandInto appends s and the schemas it requires unconditionally ($ref,
+// allOf, recursively) to dst.
+func expandInto(dst []*js.Schema, s *js.Schema) []*js.Schema {
 	if s == nil || len(dst) >= maxExpand {
 		return dst
 	}
@@ -158,21 +201,14 @@ func (t *tracker) expand(dst []*js.Schema, s *js.Schema) []*js.Schema {
 		return dst
 	}
 	dst = append(dst, s)
-	dst = t.expand(dst, s.Ref)
+	dst = expandInto(dst, s.Ref)
 	for _, a := range s.AllOf {
-		dst = t.expand(dst, a)
+		dst = expandInto(dst, a)
 	}
 	return dst
 }
 
-func (t *tracker) mask(s *js.Schema) typeMask {
-	m, ok := t.masks[s]
-	if !ok {
-		m = maskOf(s)
-		t.masks[s] = m
-	}
-	return m
-}
+func (t *tracker) mask(s *js.Schema) typeMask { return t.comp.node(s).mask }
 
 func (t *tracker) failAt(start, end int, extra string, format string, args ...any) {
 	p := t.pointer(extra)
@@ -329,7 +365,7 @@ func (t *tracker) Key(raw []byte, start, end int) {
 	if f.seen != nil {
 		f.seen[key] = true
 	}
-	f.child = f.child[:0]
+	f.child = nil
 	for _, s := range f.schemas {
 		matched := false
 		if p, ok := s.Properties[key]; ok {
@@ -436,11 +472,7 @@ func scalarValue(k jsonsyntax.Kind, raw []byte) (any, bool) {
 	case jsonsyntax.KindNumber:
 		return json.Number(raw), true
 	case jsonsyntax.KindString:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, false
-		}
-		return s, true
+		return decodeKey(raw), true
 	}
 	return nil, false
 }
