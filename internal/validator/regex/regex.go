@@ -133,6 +133,8 @@ type rule struct {
 	prefix string
 	// maxLen is the longest match in bytes, or -1 when unbounded.
 	maxLen int
+	// pre skips the regexp on segments that cannot contain a match.
+	pre *prefilter
 	// after finds the leftmost match that starts after the first byte of
 	// its input (group 1), with that byte as context for \b and ^.
 	after *regexp.Regexp
@@ -200,6 +202,7 @@ func Compile(c *Config) (*Set, error) {
 		s.rules = append(s.rules, rule{
 			name: name, re: re, reason: rs, require: require,
 			noSpace: !canMatchSpace(simple), prefix: prefix, maxLen: maxLen(simple), after: after,
+			pre: newPrefilter(simple),
 		})
 		return nil
 	}

@@ -86,6 +86,9 @@ func (v *Validator) scan(i int, final bool) {
 			ctx = 1
 		}
 		seg := v.at(from - ctx)
+		if !r.pre.mayMatch(seg) {
+			break
+		}
 		loc := r.re.FindIndex(seg)
 		if loc != nil && loc[0] < ctx {
 			// The leftmost match starts at the context byte: find the
@@ -179,7 +182,8 @@ func hasSpace(b []byte) bool {
 }
 
 // holdFrom returns the earliest offset at or after from where a match of
-// r may still be in progress, never earlier than cur - max_match_bytes.
+// r may still be in progress, never earlier than cur - max_match_bytes
+// (or cur - the rule's longest possible match, when that is shorter).
 func (v *Validator) holdFrom(r *rule, from int) int {
 	h := from
 	tail := v.at(from)
@@ -199,7 +203,11 @@ func (v *Validator) holdFrom(r *rule, from int) int {
 			h = v.cur - partialPrefix(tail, r.prefix)
 		}
 	}
-	return max(h, v.cur-v.set.max, from)
+	reach := v.set.max
+	if r.maxLen >= 0 && r.maxLen < reach {
+		reach = r.maxLen // no match of this rule is longer
+	}
+	return max(h, v.cur-reach, from)
 }
 
 func lastSpace(b []byte) int {
