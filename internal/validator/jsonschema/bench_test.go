@@ -26,8 +26,7 @@ type benchPair struct {
 // comparison validate exactly the same pairs.
 func suitePairs(b *testing.B) []benchPair {
 	root := sharedDir(b, "datasets/json-schema-test-suite")
-	t := &testing.T{}
-	req, _, _, _ := buildCases(t, root, "draft2020-12")
+	req, _, _, _ := buildCases(b, root, "draft2020-12")
 	var only map[string]bool
 	if f := os.Getenv("AEGIS_BENCH_IDS"); f != "" {
 		raw, err := os.ReadFile(f)

@@ -1,7 +1,9 @@
 package jsonschema
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -161,6 +163,32 @@ func TestCacheBounded(t *testing.T) {
 	}
 	if c.Len() != 3 {
 		t.Fatalf("cache holds %d, want 3", c.Len())
+	}
+}
+
+func TestCacheConcurrent(t *testing.T) {
+	c := NewCache(4)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				s := fmt.Sprintf(`{"maxItems":%d}`, (g+i)%6)
+				comp, err := c.Compile([]byte(s), Options{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				v := New(comp, nil)
+				v.Write([]byte(`[1,2,3]`))
+				v.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if c.Len() > 4 {
+		t.Fatalf("cache grew to %d", c.Len())
 	}
 }
 

@@ -103,7 +103,7 @@ type suiteCount struct {
 }
 
 // buildCases reads one draft's test files into cases.
-func buildCases(t *testing.T, root, draft string) (req, opt []suiteCase, labels map[string]bool, remote int) {
+func buildCases(t testing.TB, root, draft string) (req, opt []suiteCase, labels map[string]bool, remote int) {
 	labels = map[string]bool{}
 	dir := filepath.Join(root, "tests", draft)
 	var files []string
@@ -159,7 +159,7 @@ func buildCases(t *testing.T, root, draft string) (req, opt []suiteCase, labels 
 	return req, opt, labels, remote
 }
 
-func writeJSONL(t *testing.T, path string, rows any) {
+func writeJSONL(t testing.TB, path string, rows any) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

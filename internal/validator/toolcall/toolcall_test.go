@@ -138,3 +138,13 @@ func BenchmarkCheckToolCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChunk16 is the per-chunk cost on the text stream, where the
+// check only counts bytes.
+func BenchmarkChunk16(b *testing.B) {
+	v := newV(b)
+	chunk := []byte("sixteen bytes ok")
+	for b.Loop() {
+		v.Write(chunk)
+	}
+}
