@@ -12,8 +12,17 @@ import (
 // "@", "://" or "as an ai language model", and Go's regexp costs far
 // more per call than a substring search.
 type prefilter struct {
-	lits [][]byte // lower-cased when fold
-	fold bool     // ASCII case-insensitive search
+	lits   [][]byte // lower-cased when fold
+	fold   bool     // ASCII case-insensitive search
+	maxLen int      // longest literal
+}
+
+// preState is one validator's progress through the text for one rule's
+// prefilter, so each byte is searched about once rather than once per
+// chunk while it stays in the window.
+type preState struct {
+	litAt      int // start of the last literal found (-1: none)
+	searchFrom int // no literal starts in [.., searchFrom) except at litAt
 }
 
 // maxLits bounds the literal set (alternations of many words).
@@ -36,8 +45,55 @@ func newPrefilter(re *syntax.Regexp) *prefilter {
 			b = bytes.ToLower(b)
 		}
 		p.lits = append(p.lits, b)
+		p.maxLen = max(p.maxLen, len(b))
 	}
 	return p
+}
+
+// mayMatchAt reports whether text[segStart:] (text starting at absolute
+// offset base) may hold a match, searching only bytes not searched before.
+func (p *prefilter) mayMatchAt(st *preState, text []byte, base, segStart int) bool {
+	if p == nil || st.litAt >= segStart {
+		return true
+	}
+	s := max(segStart, st.searchFrom)
+	end := base + len(text)
+	if k := p.index(text[s-base:]); k >= 0 {
+		st.litAt = s + k
+		st.searchFrom = s + k + 1
+		return true
+	}
+	st.searchFrom = max(s, end-(p.maxLen-1))
+	return false
+}
+
+// index returns the offset of the first literal in b, or -1. Under case
+// folding, a non-ASCII byte counts as a literal at its position (Unicode
+// folds such as the Kelvin sign for k are not searched for).
+func (p *prefilter) index(b []byte) int {
+	first := -1
+	if p.fold {
+		for i, c := range b {
+			if c >= utf8.RuneSelf {
+				first = i
+				b = b[:i]
+				break
+			}
+		}
+	}
+	for _, l := range p.lits {
+		var k int
+		if p.fold {
+			k = indexFold(b, l)
+		} else {
+			k = bytes.Index(b, l)
+		}
+		if k >= 0 && (first < 0 || k < first) {
+			first = k
+			b = b[:k+len(l)-1+1]
+		}
+	}
+	return first
 }
 
 // required returns literals one of which every match contains, and
@@ -93,34 +149,6 @@ func required(re *syntax.Regexp) ([]string, bool, bool) {
 		return all, fold, true
 	}
 	return nil, false, false
-}
-
-// mayMatch reports whether seg contains one of the literals. A segment
-// with non-ASCII bytes is always a candidate under case folding (Unicode
-// folds such as the Kelvin sign for k are not searched for).
-func (p *prefilter) mayMatch(seg []byte) bool {
-	if p == nil {
-		return true
-	}
-	if !p.fold {
-		for _, l := range p.lits {
-			if bytes.Contains(seg, l) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, c := range seg {
-		if c >= utf8.RuneSelf {
-			return true
-		}
-	}
-	for _, l := range p.lits {
-		if indexFold(seg, l) >= 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // indexFold finds lower-case ASCII needle in haystack ignoring ASCII case.

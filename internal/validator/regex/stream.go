@@ -17,7 +17,8 @@ type Validator struct {
 	buf      []byte // output[bufStart:cur]
 	bufStart int
 	cur      int
-	from     []int  // per rule: first offset where a match may still start
+	from     []int // per rule: first offset where a match may still start
+	pre      []preState
 	done     []bool // per require rule: matched
 	findings []validator.Finding
 	settled  int
@@ -30,6 +31,7 @@ func (s *Set) New() *Validator {
 		set:  s,
 		buf:  make([]byte, 0, 256),
 		from: make([]int, len(s.rules)),
+		pre:  newPreStates(len(s.rules)),
 		done: make([]bool, len(s.rules)),
 	}
 }
@@ -86,7 +88,7 @@ func (v *Validator) scan(i int, final bool) {
 			ctx = 1
 		}
 		seg := v.at(from - ctx)
-		if !r.pre.mayMatch(seg) {
+		if !r.pre.mayMatchAt(&v.pre[i], v.buf, v.bufStart, from-ctx) {
 			break
 		}
 		loc := r.re.FindIndex(seg)
@@ -281,4 +283,12 @@ func (v *Validator) Close() {
 		}
 		v.from[i] = v.cur
 	}
+}
+
+func newPreStates(n int) []preState {
+	st := make([]preState, n)
+	for i := range st {
+		st[i].litAt = -1
+	}
+	return st
 }
