@@ -190,7 +190,7 @@ func (c *Compiled) Validate(doc []byte) []Violation {
 	seen := map[string]bool{}
 	for _, l := range leaves {
 		ptr := pointer(l.InstanceLocation)
-		msg := l.ErrorKind.LocalizedString(printer)
+		msg := l.ErrorKind.LocalizedString(printer) + branches(l)
 		if seen[ptr+"\x00"+msg] {
 			continue
 		}
@@ -268,4 +268,34 @@ func explain(err error) error {
 		return err
 	}
 	return fmt.Errorf("schema is not a valid JSON Schema: %s: %w", strings.Join(parts, "; "), err)
+}
+
+// branches summarises why each alternative of a failed anyOf / oneOf
+// failed (the first few), so "anyOf failed" says what was wrong.
+func branches(e *js.ValidationError) string {
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+	default:
+		return ""
+	}
+	var parts []string
+	for _, c := range e.Causes {
+		var leaves []*js.ValidationError
+		collect(c, &leaves)
+		for _, l := range leaves {
+			m := l.ErrorKind.LocalizedString(printer)
+			if p := pointer(l.InstanceLocation); p != pointer(e.InstanceLocation) {
+				m = p + ": " + m
+			}
+			parts = append(parts, m)
+			break
+		}
+		if len(parts) == 3 {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
