@@ -31,6 +31,11 @@ type Compiled struct {
 	// Draft is the draft version the root was compiled with (7, 2020).
 	Draft int
 
+	// Decisive is true when every subschema uses only keywords the
+	// streaming tracker checks completely; the tracker's verdict is then
+	// the schema's verdict and Close skips the full validation.
+	Decisive bool
+
 	nodes sync.Map // *js.Schema -> *node, for the early-fail tracker
 }
 
@@ -150,7 +155,7 @@ func compile(schema []byte, opt Options, loader js.URLLoader) (*Compiled, error)
 	if err != nil {
 		return nil, fmt.Errorf("compile schema: %w", explain(err))
 	}
-	return &Compiled{Schema: s, Draft: s.DraftVersion}, nil
+	return &Compiled{Schema: s, Draft: s.DraftVersion, Decisive: decisive(s, map[*js.Schema]bool{})}, nil
 }
 
 // Violation is one way an instance breaks a schema.

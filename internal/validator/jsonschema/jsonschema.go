@@ -199,6 +199,9 @@ func (v *Validator) Close() {
 		v.check()
 		return
 	}
+	if v.tr != nil && v.comp.Decisive && !v.tr.undecided {
+		return // the tracker has judged every keyword of every value
+	}
 	for _, vio := range v.comp.Validate(v.buf) {
 		v.findings = append(v.findings, validator.Finding{
 			Check: Name, Reason: validator.ReasonSchemaViolation, Start: vio.Start, End: vio.End,

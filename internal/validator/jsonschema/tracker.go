@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	js "github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -125,7 +126,7 @@ type tframe struct {
 	child   []*js.Schema // schemas of the value after the current key
 	index   int          // elements seen (arrays)
 	key     string
-	seen    map[string]bool // keys seen, when some schema has required
+	seen    map[string]bool // keys seen, when some schema needs them or the schema is decisive
 	open    int             // offset of '{' or '['
 }
 
@@ -135,6 +136,11 @@ type tracker struct {
 	frames []tframe
 	scalar []*js.Schema // schemas of the scalar being scanned
 	fail   *early
+	// undecided is set when some value could not be judged here (a
+	// token too long to capture, a number too large to compare exactly,
+	// a duplicate key): the full validation must then run at Close even
+	// for a schema the tracker decides.
+	undecided bool
 }
 
 func newTracker(comp *Compiled) *tracker {
@@ -278,11 +284,15 @@ func (t *tracker) BeginValue(k jsonsyntax.Kind, off int) {
 	case jsonsyntax.KindObject, jsonsyntax.KindArray:
 		f := tframe{kind: k, schemas: schemas, open: off}
 		if k == jsonsyntax.KindObject {
+			need := t.comp.Decisive
 			for _, s := range schemas {
-				if len(s.Required) > 0 {
-					f.seen = make(map[string]bool)
+				if len(s.Required) > 0 || s.MinProperties != nil || s.MaxProperties != nil {
+					need = true
 					break
 				}
+			}
+			if need {
+				f.seen = make(map[string]bool)
 			}
 		}
 		t.frames = append(t.frames, f)
@@ -358,12 +368,24 @@ func (t *tracker) Key(raw []byte, start, end int) {
 	if raw == nil { // too long to capture: stop judging this object's members
 		f.key, f.child = "", nil
 		f.schemas = nil
+		t.undecided = true
 		return
 	}
 	key := decodeKey(raw)
 	f.key = key
 	if f.seen != nil {
+		if f.seen[key] {
+			// A duplicate key: a parser keeps the last value, the stream
+			// shows both. Judge both here, but let Close decide.
+			t.undecided = true
+		}
 		f.seen[key] = true
+		for _, s := range f.schemas {
+			if s.MaxProperties != nil && len(f.seen) > *s.MaxProperties {
+				t.failAt(start, end, "", "more than maxProperties %d properties", *s.MaxProperties)
+				return
+			}
+		}
 	}
 	f.child = nil
 	for _, s := range f.schemas {
@@ -412,6 +434,10 @@ func (t *tracker) EndValue(k jsonsyntax.Kind, raw []byte, end int) {
 					return
 				}
 			}
+			if s.MinProperties != nil && len(f.seen) < *s.MinProperties {
+				t.failAtFrame(f, end, "fewer than minProperties %d properties", *s.MinProperties)
+				return
+			}
 		} else if s.MinItems != nil && f.index < *s.MinItems {
 			t.failAtFrame(f, end, "array has %d items, fewer than minItems %d", f.index, *s.MinItems)
 			return
@@ -428,17 +454,62 @@ func (t *tracker) failAtFrame(f tframe, end int, format string, args ...any) {
 func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 	schemas := t.scalar
 	t.scalar = nil
-	if len(schemas) == 0 || raw == nil {
+	if len(schemas) == 0 {
+		return
+	}
+	if raw == nil {
+		t.undecided = true
 		return
 	}
 	start := end - len(raw)
 	var val any
-	decoded := false
+	var rat *big.Rat
+	decoded, ratDone := false, false
+	number := func() *big.Rat {
+		if !ratDone {
+			ratDone = true
+			r, ok := parseRat(string(raw))
+			if !ok {
+				t.undecided = true
+				return nil
+			}
+			rat = r
+		}
+		return rat
+	}
 	for _, s := range schemas {
-		if k == jsonsyntax.KindNumber && t.mask(s)&tNumber == 0 && t.mask(s)&tInteger != 0 {
-			if r, ok := parseRat(string(raw)); ok && !r.IsInt() {
-				t.failAt(start, end, "", "got number %s, want integer", raw)
-				return
+		switch k {
+		case jsonsyntax.KindNumber:
+			if t.mask(s)&tNumber == 0 && t.mask(s)&tInteger != 0 {
+				if r := number(); r != nil && !r.IsInt() {
+					t.failAt(start, end, "", "got number %s, want integer", raw)
+					return
+				}
+			}
+			if s.Minimum != nil || s.Maximum != nil || s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil {
+				if r := number(); r != nil {
+					if msg := numRange(s, r); msg != "" {
+						t.failAt(start, end, "", "%s: got %s", msg, raw)
+						return
+					}
+				}
+			}
+		case jsonsyntax.KindString:
+			if s.MinLength != nil || s.MaxLength != nil || s.Pattern != nil {
+				str := decodeKey(raw)
+				n := utf8.RuneCountInString(str)
+				if s.MinLength != nil && n < *s.MinLength {
+					t.failAt(start, end, "", "string of length %d is shorter than minLength %d", n, *s.MinLength)
+					return
+				}
+				if s.MaxLength != nil && n > *s.MaxLength {
+					t.failAt(start, end, "", "string of length %d is longer than maxLength %d", n, *s.MaxLength)
+					return
+				}
+				if s.Pattern != nil && !s.Pattern.MatchString(str) {
+					t.failAt(start, end, "", "%s does not match pattern %q", clipRaw(raw), s.Pattern.String())
+					return
+				}
 			}
 		}
 		if s.Enum == nil && s.Const == nil {
@@ -448,19 +519,52 @@ func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 			var ok bool
 			val, ok = scalarValue(k, raw)
 			if !ok {
+				t.undecided = true
 				return
 			}
 			decoded = true
 		}
-		if s.Enum != nil && !inValues(val, s.Enum.Values) {
-			t.failAt(start, end, "", "value %s is not one of enum %s", raw, short(s.Enum.Values))
-			return
+		if s.Enum != nil {
+			found, ok := inValues(val, s.Enum.Values)
+			if !ok {
+				t.undecided = true
+			} else if !found {
+				t.failAt(start, end, "", "value %s is not one of enum %s", clipRaw(raw), short(s.Enum.Values))
+				return
+			}
 		}
-		if s.Const != nil && !inValues(val, []any{*s.Const}) {
-			t.failAt(start, end, "", "value %s does not equal const %s", raw, short([]any{*s.Const}))
-			return
+		if s.Const != nil {
+			found, ok := inValues(val, []any{*s.Const})
+			if !ok {
+				t.undecided = true
+			} else if !found {
+				t.failAt(start, end, "", "value %s does not equal const %s", clipRaw(raw), short([]any{*s.Const}))
+				return
+			}
 		}
 	}
+}
+
+func clipRaw(raw []byte) string {
+	if len(raw) > 60 {
+		return string(raw[:57]) + "..."
+	}
+	return string(raw)
+}
+
+// numRange checks the numeric range keywords, returning what failed.
+func numRange(s *js.Schema, r *big.Rat) string {
+	switch {
+	case s.Minimum != nil && r.Cmp(s.Minimum) < 0:
+		return "less than minimum " + s.Minimum.RatString()
+	case s.Maximum != nil && r.Cmp(s.Maximum) > 0:
+		return "greater than maximum " + s.Maximum.RatString()
+	case s.ExclusiveMinimum != nil && r.Cmp(s.ExclusiveMinimum) <= 0:
+		return "not greater than exclusiveMinimum " + s.ExclusiveMinimum.RatString()
+	case s.ExclusiveMaximum != nil && r.Cmp(s.ExclusiveMaximum) >= 0:
+		return "not less than exclusiveMaximum " + s.ExclusiveMaximum.RatString()
+	}
+	return ""
 }
 
 func scalarValue(k jsonsyntax.Kind, raw []byte) (any, bool) {
@@ -478,21 +582,22 @@ func scalarValue(k jsonsyntax.Kind, raw []byte) (any, bool) {
 }
 
 // inValues reports whether scalar v equals one of vals, with JSON Schema
-// equality (numbers compare by value: 1 == 1.0).
-func inValues(v any, vals []any) bool {
+// equality (numbers compare by value: 1 == 1.0), and whether that could
+// be decided (a number too large to compare exactly cannot).
+func inValues(v any, vals []any) (found, decided bool) {
 	for _, w := range vals {
 		switch v := v.(type) {
 		case nil:
 			if w == nil {
-				return true
+				return true, true
 			}
 		case bool:
 			if b, ok := w.(bool); ok && b == v {
-				return true
+				return true, true
 			}
 		case string:
 			if s, ok := w.(string); ok && s == v {
-				return true
+				return true, true
 			}
 		case json.Number:
 			if valueMask(w)&tNumber == 0 {
@@ -500,12 +605,15 @@ func inValues(v any, vals []any) bool {
 			}
 			a, ok1 := parseRat(string(v))
 			b, ok2 := parseRat(fmt.Sprint(w))
-			if ok1 && ok2 && a.Cmp(b) == 0 {
-				return true
+			if !ok1 || !ok2 {
+				return false, false
+			}
+			if a.Cmp(b) == 0 {
+				return true, true
 			}
 		}
 	}
-	return false
+	return false, true
 }
 
 // parseRat parses a JSON number exactly, refusing exponents whose
