@@ -36,7 +36,10 @@ type Compiled struct {
 	// the schema's verdict and Close skips the full validation.
 	Decisive bool
 
-	nodes sync.Map // *js.Schema -> *node, for the early-fail tracker
+	// nodes holds what the tracker derives from each subschema it can
+	// reach, built once at compile time and read-only afterwards.
+	nodes map[*js.Schema]*node
+	root  []*js.Schema // the root's expansion
 }
 
 // schemaURL is the base URL a request's schema is compiled under. The
@@ -155,7 +158,11 @@ func compile(schema []byte, opt Options, loader js.URLLoader) (*Compiled, error)
 	if err != nil {
 		return nil, fmt.Errorf("compile schema: %w", explain(err))
 	}
-	return &Compiled{Schema: s, Draft: s.DraftVersion, Decisive: decisive(s, map[*js.Schema]bool{})}, nil
+	comp := &Compiled{Schema: s, Draft: s.DraftVersion, Decisive: decisive(s, map[*js.Schema]bool{})}
+	comp.nodes = make(map[*js.Schema]*node)
+	comp.addNodes(s)
+	comp.root = comp.node(s).exp
+	return comp, nil
 }
 
 // Violation is one way an instance breaks a schema.

@@ -45,6 +45,25 @@ func decisive(s *js.Schema, seen map[*js.Schema]bool) bool {
 	if s.Const != nil && !scalar(*s.Const) {
 		return false
 	}
+	subs := followed(s)
+	for _, sub := range subs {
+		if !decisive(sub, seen) {
+			return false
+		}
+	}
+	return true
+}
+
+func scalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
+
+// followed returns the subschemas the tracker may descend into from s.
+func followed(s *js.Schema) []*js.Schema {
 	subs := []*js.Schema{s.Ref, s.Items2020}
 	subs = append(subs, s.AllOf...)
 	subs = append(subs, s.PrefixItems...)
@@ -66,18 +85,5 @@ func decisive(s *js.Schema, seen map[*js.Schema]bool) bool {
 	if ai, ok := s.AdditionalItems.(*js.Schema); ok {
 		subs = append(subs, ai)
 	}
-	for _, sub := range subs {
-		if !decisive(sub, seen) {
-			return false
-		}
-	}
-	return true
-}
-
-func scalar(v any) bool {
-	switch v.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	return true
+	return subs
 }

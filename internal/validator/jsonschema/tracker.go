@@ -144,9 +144,7 @@ type tracker struct {
 }
 
 func newTracker(comp *Compiled) *tracker {
-	t := &tracker{comp: comp, frames: make([]tframe, 0, 8)}
-	t.root = t.expand(nil, comp.Schema)
-	return t
+	return &tracker{comp: comp, root: comp.root}
 }
 
 // node is what the tracker derives from one schema, computed once per
@@ -157,13 +155,30 @@ type node struct {
 }
 
 func (c *Compiled) node(s *js.Schema) *node {
-	if n, ok := c.nodes.Load(s); ok {
-		return n.(*node)
+	if n, ok := c.nodes[s]; ok {
+		return n
 	}
+	return newNode(s) // not reachable by the tracker's walk; not cached
+}
+
+func newNode(s *js.Schema) *node {
 	exp := expandInto(nil, s)
-	n := &node{mask: maskOf(s), exp: exp[:len(exp):len(exp)]}
-	c.nodes.Store(s, n)
-	return n
+	return &node{mask: maskOf(s), exp: exp[:len(exp):len(exp)]}
+}
+
+// addNodes computes the node of s and of every subschema the tracker
+// may follow from it.
+func (c *Compiled) addNodes(s *js.Schema) {
+	if s == nil {
+		return
+	}
+	if _, ok := c.nodes[s]; ok {
+		return
+	}
+	c.nodes[s] = newNode(s)
+	for _, sub := range followed(s) {
+		c.addNodes(sub)
+	}
 }
 
 // expand appends s and the schemas it requires unconditionally to dst.
