@@ -80,8 +80,10 @@ func suitePairs(b *testing.B) []benchPair {
 //     (incremental scan and early-fail tracking, buffering, decode,
 //     validate).
 func BenchmarkSuite2020(b *testing.B) {
-	pairs := suitePairs(b)
-	b.Logf("%d pairs", len(pairs))
+	benchPairs(b, suitePairs(b))
+}
+
+func benchPairs(b *testing.B, pairs []benchPair) {
 	b.Run("preparsed", func(b *testing.B) {
 		i := 0
 		cpu0 := cpuSeconds()
@@ -186,4 +188,43 @@ func reportRates(b *testing.B, cpu0 float64) {
 	if cpu := cpuSeconds() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(b.N)/cpu, "validations/cpu-s")
 	}
+}
+
+// structuredPairs loads bench/ajv/structured.json: strict structured-output
+// schemas with instances, shared with the ajv side.
+func structuredPairs(b *testing.B) []benchPair {
+	raw, err := os.ReadFile("../../../bench/ajv/structured.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sets []struct {
+		Name      string          `json:"name"`
+		Schema    json.RawMessage `json:"schema"`
+		Instances []string        `json:"instances"`
+	}
+	if err := json.Unmarshal(raw, &sets); err != nil {
+		b.Fatal(err)
+	}
+	var pairs []benchPair
+	for _, s := range sets {
+		comp, err := DefaultCache.Compile(s.Schema, Options{})
+		if err != nil {
+			b.Fatalf("%s: %v", s.Name, err)
+		}
+		for _, text := range s.Instances {
+			inst, err := js.UnmarshalJSON(strings.NewReader(text))
+			if err != nil {
+				b.Fatal(err)
+			}
+			pairs = append(pairs, benchPair{id: s.Name, comp: comp, text: []byte(text), inst: inst})
+		}
+	}
+	return pairs
+}
+
+// BenchmarkStructured is the gateway's common case, compared with ajv by
+// scripts/bench-ajv: strict structured-output schemas (all decisive), where
+// the json_schema check judges the document while it streams.
+func BenchmarkStructured(b *testing.B) {
+	benchPairs(b, structuredPairs(b))
 }
