@@ -125,9 +125,55 @@ type tframe struct {
 	schemas []*js.Schema
 	child   []*js.Schema // schemas of the value after the current key
 	index   int          // elements seen (arrays)
-	key     string
-	seen    map[string]bool // keys seen, when some schema needs them or the schema is decisive
-	open    int             // offset of '{' or '['
+	keys    keySet       // the object's keys; the last one is the current key
+	track   bool         // keys are needed (required, property counts, decisive)
+	open    int          // offset of '{' or '['
+}
+
+// keySet holds the keys of one object, decoded, in one reusable byte
+// arena; membership is a linear scan (objects in model output are small),
+// so a streamed object costs no allocation per key.
+type keySet struct {
+	arena  []byte
+	ends   []int
+	unique int
+}
+
+func (k *keySet) reset() { k.arena, k.ends, k.unique = k.arena[:0], k.ends[:0], 0 }
+
+func (k *keySet) has(key string) bool {
+	start := 0
+	for _, end := range k.ends {
+		if string(k.arena[start:end]) == key {
+			return true
+		}
+		start = end
+	}
+	return false
+}
+
+// add appends key and reports whether it was already there.
+func (k *keySet) add(key []byte) bool {
+	dup := k.has(string(key))
+	k.arena = append(k.arena, key...)
+	k.ends = append(k.ends, len(k.arena))
+	if !dup {
+		k.unique++
+	}
+	return dup
+}
+
+// last returns the most recently added key.
+func (k *keySet) last() []byte {
+	n := len(k.ends)
+	if n == 0 {
+		return nil
+	}
+	start := 0
+	if n > 1 {
+		start = k.ends[n-2]
+	}
+	return k.arena[start:k.ends[n-1]]
 }
 
 type tracker struct {
@@ -141,6 +187,7 @@ type tracker struct {
 	// a duplicate key): the full validation must then run at Close even
 	// for a schema the tracker decides.
 	undecided bool
+	rat       big.Rat // reused for number checks
 }
 
 func newTracker(comp *Compiled) *tracker {
@@ -246,7 +293,7 @@ func (t *tracker) pointer(extra string) string {
 			b.WriteByte('/')
 			b.WriteString(strconv.Itoa(f.index - 1))
 		} else {
-			b.WriteString(pointer([]string{f.key}))
+			b.WriteString(pointer([]string{string(f.keys.last())}))
 		}
 	}
 	if extra != "" {
@@ -297,20 +344,26 @@ func (t *tracker) BeginValue(k jsonsyntax.Kind, off int) {
 	}
 	switch k {
 	case jsonsyntax.KindObject, jsonsyntax.KindArray:
-		f := tframe{kind: k, schemas: schemas, open: off}
+		// Reuse the frame slot (and its key arena) from earlier containers.
+		n := len(t.frames)
+		if n < cap(t.frames) {
+			t.frames = t.frames[:n+1]
+		} else {
+			t.frames = append(t.frames, tframe{})
+		}
+		f := &t.frames[n]
+		keys := f.keys
+		keys.reset()
+		*f = tframe{kind: k, schemas: schemas, open: off, keys: keys}
 		if k == jsonsyntax.KindObject {
-			need := t.comp.Decisive
+			f.track = t.comp.Decisive
 			for _, s := range schemas {
 				if len(s.Required) > 0 || s.MinProperties != nil || s.MaxProperties != nil {
-					need = true
+					f.track = true
 					break
 				}
 			}
-			if need {
-				f.seen = make(map[string]bool)
-			}
 		}
-		t.frames = append(t.frames, f)
 	default:
 		t.scalar = schemas
 	}
@@ -381,22 +434,22 @@ func (t *tracker) Key(raw []byte, start, end int) {
 	}
 	f := &t.frames[len(t.frames)-1]
 	if raw == nil { // too long to capture: stop judging this object's members
-		f.key, f.child = "", nil
+		f.keys.add(nil)
+		f.child = nil
 		f.schemas = nil
 		t.undecided = true
 		return
 	}
-	key := decodeKey(raw)
-	f.key = key
-	if f.seen != nil {
-		if f.seen[key] {
-			// A duplicate key: a parser keeps the last value, the stream
-			// shows both. Judge both here, but let Close decide.
-			t.undecided = true
-		}
-		f.seen[key] = true
+	kb := keyBytes(raw)
+	if f.keys.add(kb) && f.track {
+		// A duplicate key: a parser keeps the last value, the stream
+		// shows both. Judge both here, but let Close decide.
+		t.undecided = true
+	}
+	key := f.keys.last()
+	if f.track {
 		for _, s := range f.schemas {
-			if s.MaxProperties != nil && len(f.seen) > *s.MaxProperties {
+			if s.MaxProperties != nil && f.keys.unique > *s.MaxProperties {
 				t.failAt(start, end, "", "more than maxProperties %d properties", *s.MaxProperties)
 				return
 			}
@@ -405,12 +458,12 @@ func (t *tracker) Key(raw []byte, start, end int) {
 	f.child = nil
 	for _, s := range f.schemas {
 		matched := false
-		if p, ok := s.Properties[key]; ok {
+		if p, ok := s.Properties[string(key)]; ok {
 			matched = true
 			f.child = t.expand(f.child, p)
 		}
 		for re, p := range s.PatternProperties {
-			if re.MatchString(key) {
+			if re.MatchString(string(key)) {
 				matched = true
 				f.child = t.expand(f.child, p)
 			}
@@ -421,7 +474,7 @@ func (t *tracker) Key(raw []byte, start, end int) {
 		switch ap := s.AdditionalProperties.(type) {
 		case bool:
 			if !ap {
-				t.failAt(start, end, "", "unknown property %q (additionalProperties: false)", key)
+				t.failAt(start, end, "", "unknown property %q (additionalProperties: false)", string(key))
 				return
 			}
 		case *js.Schema:
@@ -444,12 +497,12 @@ func (t *tracker) EndValue(k jsonsyntax.Kind, raw []byte, end int) {
 	for _, s := range f.schemas {
 		if k == jsonsyntax.KindObject {
 			for _, r := range s.Required {
-				if !f.seen[r] {
+				if !f.keys.has(r) {
 					t.failAtFrame(f, end, "missing required property %q", r)
 					return
 				}
 			}
-			if s.MinProperties != nil && len(f.seen) < *s.MinProperties {
+			if s.MinProperties != nil && f.keys.unique < *s.MinProperties {
 				t.failAtFrame(f, end, "fewer than minProperties %d properties", *s.MinProperties)
 				return
 			}
@@ -483,12 +536,15 @@ func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 	number := func() *big.Rat {
 		if !ratDone {
 			ratDone = true
-			r, ok := parseRat(string(raw))
-			if !ok {
+			if !exactOK(raw) {
 				t.undecided = true
 				return nil
 			}
-			rat = r
+			if _, ok := t.rat.SetString(string(raw)); !ok {
+				t.undecided = true
+				return nil
+			}
+			rat = &t.rat
 		}
 		return rat
 	}
@@ -629,6 +685,21 @@ func inValues(v any, vals []any) (found, decided bool) {
 		}
 	}
 	return false, true
+}
+
+// exactOK reports whether a JSON number's exponent is small enough to
+// parse exactly (see parseRat).
+func exactOK(raw []byte) bool {
+	for i, c := range raw {
+		if c == 'e' || c == 'E' {
+			exp := raw[i+1:]
+			if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+				exp = exp[1:]
+			}
+			return len(exp) <= 4
+		}
+	}
+	return true
 }
 
 // parseRat parses a JSON number exactly, refusing exponents whose
