@@ -155,6 +155,9 @@ func (k *keySet) has(key string) bool {
 // add appends key and reports whether it was already there.
 func (k *keySet) add(key []byte) bool {
 	dup := k.has(string(key))
+	if k.ends == nil {
+		k.arena, k.ends = make([]byte, 0, 128), make([]int, 0, 8)
+	}
 	k.arena = append(k.arena, key...)
 	k.ends = append(k.ends, len(k.arena))
 	if !dup {
