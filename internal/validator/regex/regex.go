@@ -63,15 +63,28 @@ var Presets = map[string]string{
 	// Absolute or home-relative Unix paths with two or more components,
 	// and Windows drive paths.
 	"path": `(?:\B|~)(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\[^\s\\/:*?"<>|]+(?:\\[^\s\\/:*?"<>|]+)*`,
-	// Dotted-quad IPv4 addresses (each octet 0-255).
+	// Dotted-quad IPv4 addresses (each octet 0-255). A four-part version
+	// number such as 3.11.4.2 is also a valid dotted quad and matches.
 	"ipv4": `\b(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\b`,
-	// IPv6 addresses, full or with one "::" (approximate: no embedded IPv4).
-	"ipv6": `(?i)\b(?:[0-9a-f]{1,4}:){7}[0-9a-f]{1,4}\b|(?:\b[0-9a-f]{1,4}){0,1}(?::[0-9a-f]{1,4}){0,6}::(?:[0-9a-f]{1,4}(?::[0-9a-f]{1,4}){0,6})?\b`,
+	// IPv6 addresses: the full eight groups, or a "::" form with at least
+	// one digit (so C++ scopes such as std::vector or a::b do not match;
+	// no embedded IPv4).
+	"ipv6": ipv6,
 	// RFC 4122-style UUIDs.
 	"uuid": `(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b`,
 	// A markdown code fence.
 	"code_fence": "```",
 }
+
+// ipv6 is built from its parts: H is a group, D a group with a digit.
+var ipv6 = func() string {
+	h := `[0-9a-f]{1,4}`
+	d := `[0-9a-f]{0,3}[0-9][0-9a-f]{0,3}`
+	full := `\b(?:` + h + `:){7}` + h + `\b`
+	digitAfter := `(?:\b(?:` + h + `:){0,6}` + h + `)?::(?:` + h + `:){0,6}` + d + `\b`
+	digitBefore := `\b(?:` + h + `:){0,6}` + d + `(?::` + h + `){0,6}::(?:` + h + `(?::` + h + `){0,6}\b)?`
+	return `(?i)` + full + `|` + digitAfter + `|` + digitBefore
+}()
 
 const doc = `Deny rules fail the output at every match (reason regex_mismatch, or
 the configured reason such as banned_content); require rules fail it at

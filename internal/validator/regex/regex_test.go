@@ -1,6 +1,9 @@
 package regex
 
 import (
+	"encoding/json"
+	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -248,5 +251,71 @@ func BenchmarkWhole(b *testing.B) {
 		v := set.New()
 		v.Write(benchText)
 		v.Close()
+	}
+}
+
+// TestPresetCorpus measures the presets on a labelled corpus of benign
+// near-misses and clear hits (testdata/corpus.jsonl), fed in 7-byte
+// chunks, and reports precision and recall per preset. It fails on any
+// false alarm or miss: the corpus is the bar the presets are held to.
+func TestPresetCorpus(t *testing.T) {
+	raw, err := os.ReadFile("testdata/corpus.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type tally struct{ tp, fp, fn, tn int }
+	res := map[string]*tally{}
+	for i, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var c struct {
+			Preset string `json:"preset"`
+			Text   string `json:"text"`
+			Bad    bool   `json:"bad"`
+			// Known names a documented limitation: the error is counted
+			// in the figures but does not fail the test.
+			Known string `json:"known"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		set := compileT(t, Config{DenyPresets: []string{c.Preset}})
+		v := set.New()
+		for j := 0; j < len(c.Text); j += 7 {
+			v.Write([]byte(c.Text[j:min(j+7, len(c.Text))]))
+		}
+		v.Close()
+		got := len(v.Findings()) > 0
+		if res[c.Preset] == nil {
+			res[c.Preset] = &tally{}
+		}
+		r := res[c.Preset]
+		switch {
+		case got && c.Bad:
+			r.tp++
+		case got && !c.Bad:
+			r.fp++
+			if c.Known == "" {
+				t.Errorf("%s false alarm on %q: %+v", c.Preset, c.Text, v.Findings())
+			} else {
+				t.Logf("%s known false alarm on %q (%s)", c.Preset, c.Text, c.Known)
+			}
+		case !got && c.Bad:
+			r.fn++
+			if c.Known == "" {
+				t.Errorf("%s missed %q", c.Preset, c.Text)
+			}
+		default:
+			r.tn++
+		}
+	}
+	names := make([]string, 0, len(res))
+	for n := range res {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := res[n]
+		p := float64(r.tp) / float64(max(1, r.tp+r.fp))
+		rc := float64(r.tp) / float64(max(1, r.tp+r.fn))
+		t.Logf("%-10s precision %.2f recall %.2f (tp %d fp %d fn %d tn %d)", n, p, rc, r.tp, r.fp, r.fn, r.tn)
 	}
 }
