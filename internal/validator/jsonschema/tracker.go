@@ -539,6 +539,10 @@ func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 	number := func() *big.Rat {
 		if !ratDone {
 			ratDone = true
+			if n, ok := smallInt(raw); ok {
+				rat = t.rat.SetInt64(n) // the common case, without parsing text
+				return rat
+			}
 			if !exactOK(raw) {
 				t.undecided = true
 				return nil
@@ -688,6 +692,29 @@ func inValues(v any, vals []any) (found, decided bool) {
 		}
 	}
 	return false, true
+}
+
+// smallInt parses a JSON integer of at most 18 digits.
+func smallInt(raw []byte) (int64, bool) {
+	neg := len(raw) > 0 && raw[0] == '-'
+	digits := raw
+	if neg {
+		digits = raw[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 // exactOK reports whether a JSON number's exponent is small enough to
