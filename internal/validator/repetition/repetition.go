@@ -142,7 +142,7 @@ repetition begins.`,
 }
 
 const (
-	kgram        = 8  // tokens per rolling-hash window
+	kgram        = 8 // tokens per rolling-hash window
 	kgramBase    = 0x9E3779B97F4A7C15
 	maxCands     = 8  // candidate periods tracked at once
 	restartSlack = 4  // a repeat copying from a token this close to the start is a restart
