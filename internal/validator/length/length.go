@@ -345,8 +345,8 @@ func (c *Counter) rune(r rune, at, size int) {
 	if c.paragraphs == 0 || c.newlines >= 2 {
 		c.paragraphs++
 		if c.paragraphs > c.limit[limParagraphs] {
-		c.over(limParagraphs, at, end)
-	}
+			c.over(limParagraphs, at, end)
+		}
 	}
 	firstOnLine := c.newlines > 0 || c.lines == 1 && !c.inToken && c.words == 0
 	c.newlines = 0
@@ -368,14 +368,14 @@ func (c *Counter) rune(r rune, at, size int) {
 			c.tokenIsWord = true
 			c.words++
 			if c.words > c.limit[limWords] {
-		c.over(limWords, at, end)
-	}
+				c.over(limWords, at, end)
+			}
 			if !c.sentenceOpen {
 				c.sentenceOpen = true
 				c.sentences++
 				if c.sentences > c.limit[limSentences] {
-		c.over(limSentences, at, end)
-	}
+					c.over(limSentences, at, end)
+				}
 			}
 		}
 		c.wordLetters++
