@@ -12,12 +12,14 @@ import (
 
 // libMatcher finds imports of banned libraries in complete lines.
 type libMatcher struct {
-	banned []string // lower case
+	banned []bannedLib
 
 	line      []byte // the current line (capped at maxLine bytes)
 	lineStart int    // its offset in the output
 	inGoBlock bool   // inside a Go import ( ... ) block
 
+	identAt int // index in line where the trailing identifier begins
+	start   int // 1 = the line starts like an import, -1 = it cannot, 0 = not known yet
 	holdLen int // len(line) when holdAt was computed
 	holdAt  int // index in line from which to hold back
 	callAt  int // index of the first call-style import in line, or -1
@@ -33,7 +35,11 @@ func newLibMatcher(libs []string) (*libMatcher, error) {
 		if b == "" {
 			return nil, fmt.Errorf("banned: library name is empty")
 		}
-		l.banned = append(l.banned, b)
+		l.banned = append(l.banned, bannedLib{
+			name:     b,
+			exact:    []string{b, b + ".h", b + ".hpp"},
+			prefixes: []string{b + ".", b + "/", b + "::"},
+		})
 	}
 	return l, nil
 }
@@ -52,6 +58,14 @@ func (l *libMatcher) rune(r rune, at, size int, add func(validator.Finding)) {
 	if len(l.line)+size > maxLine {
 		return
 	}
+	if r < utf8.RuneSelf {
+		if !isIdent(byte(r)) {
+			l.identAt = len(l.line) + 1
+		}
+		l.line = append(l.line, byte(r))
+		return
+	}
+	l.identAt = len(l.line) + size
 	if r == utf8.RuneError && size == 1 {
 		l.line = append(l.line, '?')
 		return
@@ -59,11 +73,17 @@ func (l *libMatcher) rune(r rune, at, size int, add func(validator.Finding)) {
 	l.line = utf8.AppendRune(l.line, r)
 }
 
+func isIdent(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
 func (l *libMatcher) close(add func(validator.Finding)) {
 	l.endLine(add)
 }
 
 // keywords that can open an import-shaped line.
+const maxKeyword = len("library")
+
 var keywords = []string{"import", "from", "use", "pub", "extern", "#", "library", "require", "const", "let", "var", "export", "@import"}
 
 // lineCouldImport reports whether a line starts like an import or
@@ -83,21 +103,6 @@ func callIndex(b []byte) int {
 		}
 	}
 	return at
-}
-
-// callSuffix returns the length of the longest tail of line that is the
-// beginning of a call-style import.
-func callSuffix(line []byte) int {
-	best := 0
-	for _, k := range calls {
-		for n := min(len(k)-1, len(line)); n > best; n-- {
-			if bytes.HasSuffix(line, []byte(k[:n])) {
-				best = n
-				break
-			}
-		}
-	}
-	return best
 }
 
 func startsLikeImport(line []byte, inGoBlock bool) bool {
@@ -134,13 +139,31 @@ func (l *libMatcher) hold() int {
 			}
 			l.scanned = len(l.line)
 		}
+		if l.start == 0 {
+			if startsLikeImport(l.line, l.inGoBlock) {
+				if len(bytes.TrimLeft(l.line, " \t>")) > maxKeyword {
+					l.start = 1 // settled: it does
+				}
+			} else {
+				l.start = -1 // a longer line cannot start like one either
+			}
+		}
 		switch {
-		case startsLikeImport(l.line, l.inGoBlock):
+		case l.start >= 0:
 			l.holdAt = 0
 		case l.callAt >= 0:
 			l.holdAt = l.callAt
 		default:
-			l.holdAt = len(l.line) - callSuffix(l.line)
+			// The trailing identifier may grow into "require(".
+			l.holdAt = len(l.line)
+			if tail := l.line[min(l.identAt, len(l.line)):]; len(tail) > 0 && len(tail) < len("requireNamespace(") {
+				for _, k := range calls {
+					if len(tail) < len(k) && k[:len(tail)] == string(tail) {
+						l.holdAt = l.identAt
+						break
+					}
+				}
+			}
 		}
 	}
 	return l.lineStart + l.holdAt
@@ -164,7 +187,9 @@ var (
 
 // endLine parses the finished line for imports and resets it.
 func (l *libMatcher) endLine(add func(validator.Finding)) {
-	defer func() { l.line, l.holdLen, l.callAt, l.scanned = l.line[:0], -1, -1, 0 }()
+	defer func() {
+		l.line, l.holdLen, l.callAt, l.scanned, l.identAt, l.start = l.line[:0], -1, -1, 0, 0, 0
+	}()
 	if len(l.line) == 0 || !lineCouldImport(l.line, l.inGoBlock) {
 		return
 	}
@@ -202,26 +227,61 @@ func (l *libMatcher) endLine(add func(validator.Finding)) {
 		l.inGoBlock = true
 		return
 	}
-	if m := rePyImport.FindStringSubmatchIndex(line); m != nil {
-		// import a.b as c, d
-		list := line[m[2]:m[3]]
-		base := m[2]
-		for _, part := range strings.Split(list, ",") {
-			lead := len(part) - len(strings.TrimLeft(part, " \t"))
-			name := strings.Fields(part)[0]
-			found(name, base+lead)
-			base += len(part) + 1
+	// Run only the patterns the line's first word allows: a regexp per
+	// line is the expensive part of this check.
+	t := strings.TrimLeft(line, " \t>")
+	switch {
+	case strings.HasPrefix(t, "import"):
+		if m := rePyImport.FindStringSubmatchIndex(line); m != nil {
+			// import a.b as c, d
+			list := line[m[2]:m[3]]
+			base := m[2]
+			for _, part := range strings.Split(list, ",") {
+				lead := len(part) - len(strings.TrimLeft(part, " \t"))
+				found(strings.Fields(part)[0], base+lead)
+				base += len(part) + 1
+			}
+			return
 		}
-		return
-	}
-	for _, re := range []*regexp.Regexp{rePyFrom, reJSFrom, reJSBare, reRustUse, reRustCrate, reGoImport, reCInclude} {
-		if m := re.FindStringSubmatchIndex(line); m != nil {
-			found(line[m[2]:m[3]], m[2])
+		if first(line, found, reJSFrom, reJSBare, reGoImport) {
+			return
+		}
+	case strings.HasPrefix(t, "from"):
+		if first(line, found, rePyFrom) {
+			return
+		}
+	case strings.HasPrefix(t, "export"):
+		if first(line, found, reJSFrom) {
+			return
+		}
+	case strings.HasPrefix(t, "use"), strings.HasPrefix(t, "pub"):
+		if first(line, found, reRustUse) {
+			return
+		}
+	case strings.HasPrefix(t, "extern"):
+		if first(line, found, reRustCrate) {
+			return
+		}
+	case strings.HasPrefix(t, "#"):
+		if first(line, found, reCInclude) {
 			return
 		}
 	}
-	sub(reCall)
-	sub(reRLibrary)
+	if callIndex(l.line) >= 0 {
+		sub(reCall)
+		sub(reRLibrary)
+	}
+}
+
+// first reports the name captured by the first of res that matches line.
+func first(line string, found func(string, int), res ...*regexp.Regexp) bool {
+	for _, re := range res {
+		if m := re.FindStringSubmatchIndex(line); m != nil {
+			found(line[m[2]:m[3]], m[2])
+			return true
+		}
+	}
+	return false
 }
 
 // bannedMatch returns the banned library that module name refers to, or "".
@@ -232,15 +292,23 @@ func (l *libMatcher) bannedMatch(name string) string {
 		last = n[i+1:]
 	}
 	for _, b := range l.banned {
-		switch {
-		case n == b, last == b, n == b+".h", last == b+".h", last == b+".hpp":
-			return b
+		for _, e := range b.exact {
+			if n == e || last == e {
+				return b.name
+			}
 		}
-		for _, sep := range []string{".", "/", "::"} {
-			if strings.HasPrefix(n, b+sep) {
-				return b
+		for _, p := range b.prefixes {
+			if strings.HasPrefix(n, p) {
+				return b.name
 			}
 		}
 	}
 	return ""
+}
+
+// bannedLib is one banned library with the module names that refer to it.
+type bannedLib struct {
+	name     string   // lower case
+	exact    []string // names equal to it: x, x.h, x.hpp
+	prefixes []string // prefixes of its sub-modules: x., x/, x::
 }
