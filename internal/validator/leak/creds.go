@@ -124,23 +124,14 @@ func scanWord(w string, out []credMatch) []credMatch {
 	return out
 }
 
-// lineTriggers are cheap substrings one of which a line must contain
-// before the line rules run.
-var lineTriggers = []string{"-----BEGIN", "=", ":"}
-
-// scanLine checks one line for context-dependent credentials.
-func scanLine(line string, out []credMatch) []credMatch {
-	hit := false
-	for _, t := range lineTriggers {
-		if strings.Contains(line, t) {
-			hit = true
-			break
-		}
-	}
-	if !hit {
-		return out
-	}
+// scanLine checks one line for context-dependent credentials. The flags
+// say which rules can apply (their cheap triggers were seen): a private
+// key header, "aws", an assignment keyword before a quoted value.
+func scanLine(line string, begin, aws, assign bool, out []credMatch) []credMatch {
 	for i := range lineRules {
+		if !(i == 0 && begin || i == 1 && aws || i == 2 && assign) {
+			continue
+		}
 		r := &lineRules[i]
 		for _, m := range r.re.FindAllStringSubmatchIndex(line, -1) {
 			v := line[m[2]:m[3]]

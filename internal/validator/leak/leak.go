@@ -155,6 +155,10 @@ type Detector struct {
 
 var _ validator.Validator = (*Detector)(nil)
 
+// minCredWord is the length of the shortest word that can hold a
+// credential the word rules know (a password in a URL: "a://b:cdefgh@i").
+const minCredWord = 14
+
 const (
 	// maxGap is how many uncovered words a system-prompt run may
 	// bridge: a changed or inserted phrase of up to this many words.
@@ -243,10 +247,14 @@ func (d *Detector) Settled() int {
 		if d.inWord {
 			s = min(s, d.wordStart)
 		}
-		for _, h := range []int{d.quoteHold, d.awsHold, d.beginHold} {
-			if h >= 0 {
-				s = min(s, h)
-			}
+		if d.quoteHold >= 0 {
+			s = min(s, d.quoteHold)
+		}
+		if d.awsHold >= 0 {
+			s = min(s, d.awsHold)
+		}
+		if d.beginHold >= 0 {
+			s = min(s, d.beginHold)
 		}
 	}
 	if d.lits != nil {
@@ -261,7 +269,9 @@ func (d *Detector) Settled() int {
 	return s
 }
 
-func isSpaceByte(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v' }
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'
+}
 
 func (d *Detector) byteAt(c byte) {
 	at := d.off
@@ -308,7 +318,7 @@ func (d *Detector) byteAt(c byte) {
 	switch {
 	case c == ':' || c == '=':
 		d.assignSeen = true
-	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0:
+	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0 && hasAssignKeyword(d.line):
 		d.quoteHold = at
 	case c == 'B' && d.dashes >= 5 && d.beginHold < 0:
 		d.beginHold = at - 5
@@ -329,6 +339,10 @@ func (d *Detector) endWord() {
 		return
 	}
 	d.inWord = false
+	if len(d.word) < minCredWord {
+		d.word = d.word[:0]
+		return // shorter than any credential shape: skip the conversion and regexps
+	}
 	d.scratch = scanWord(string(d.word), d.scratch[:0])
 	for _, m := range d.scratch {
 		d.reportCred(d.wordStart+m.start, d.wordStart+m.end, m.kind, string(d.word[m.start:m.end]))
@@ -339,13 +353,40 @@ func (d *Detector) endWord() {
 func (d *Detector) endLine() {
 	if len(d.line) > 0 && (d.quoteHold >= 0 || d.awsHold >= 0 || d.beginHold >= 0) {
 		line := string(d.line)
-		d.scratch = scanLine(line, d.scratch[:0])
+		d.scratch = scanLine(line, d.beginHold >= 0, d.awsHold >= 0, d.quoteHold >= 0, d.scratch[:0])
 		for _, m := range d.scratch {
 			d.reportCred(d.lineStart+m.start, d.lineStart+m.end, m.kind, line[m.start:m.end])
 		}
 	}
 	d.line = d.line[:0]
 	d.assignSeen, d.quoteHold, d.awsHold, d.beginHold, d.dashes = false, -1, -1, -1, 0
+}
+
+// assignKeywords are the names an assignment of a secret uses; one must
+// come before the quoted value on the line.
+var assignKeywords = []string{"pass", "pwd", "secret", "key", "token"}
+
+// hasAssignKeyword reports whether line contains an assignment keyword,
+// ASCII case-insensitively.
+func hasAssignKeyword(line []byte) bool {
+	for _, k := range assignKeywords {
+		for i := 0; i+len(k) <= len(line); i++ {
+			j := 0
+			for ; j < len(k); j++ {
+				c := line[i+j]
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				if c != k[j] {
+					break
+				}
+			}
+			if j == len(k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *Detector) reportCred(start, end int, kind, value string) {

@@ -177,7 +177,23 @@ func FuzzLeak(f *testing.F) {
 	})
 }
 
-func BenchmarkChunk16(b *testing.B) {
+// typicalText is ordinary assistant output (prose, a list, code) from
+// the repetition check's benign corpus: what most streams look like.
+func typicalText(b *testing.B) []byte {
+	var sb strings.Builder
+	for _, f := range []string{"pass_prose_essay.txt", "pass_numbered_list.txt", "pass_go_code.go.txt", "pass_poem_refrain.txt", "pass_markdown_table.txt"} {
+		data, err := os.ReadFile("../repetition/testdata/corpus/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb.Write(data)
+	}
+	return []byte(sb.String())
+}
+
+// credentialHeavyText is the benign half of this check's corpus: nearly
+// every line has a key-like value, an assignment or a URL.
+func credentialHeavyText(b *testing.B) ([]byte, string) {
 	var sb strings.Builder
 	var system string
 	for _, c := range loadCorpus(b) {
@@ -189,7 +205,10 @@ func BenchmarkChunk16(b *testing.B) {
 			system = c.System
 		}
 	}
-	text := []byte(sb.String())
+	return []byte(sb.String()), system
+}
+
+func benchChunks(b *testing.B, text []byte, system string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for chunks := 0; chunks < b.N; {
@@ -202,4 +221,18 @@ func BenchmarkChunk16(b *testing.B) {
 			chunks++
 		}
 	}
+}
+
+// BenchmarkChunk16 reads typical output with a system prompt to compare
+// against, in 16-byte chunks.
+func BenchmarkChunk16(b *testing.B) {
+	_, system := credentialHeavyText(b)
+	benchChunks(b, typicalText(b), system)
+}
+
+// BenchmarkChunk16CredentialHeavy is the worst case: text where most
+// lines wake the credential rules.
+func BenchmarkChunk16CredentialHeavy(b *testing.B) {
+	text, system := credentialHeavyText(b)
+	benchChunks(b, text, system)
 }

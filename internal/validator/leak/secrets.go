@@ -43,7 +43,7 @@ func markedSecrets(system string) []string {
 	}
 	var cm []credMatch
 	for _, line := range strings.Split(system, "\n") {
-		cm = scanLine(line, cm[:0])
+		cm = scanLine(line, true, true, true, cm[:0])
 		for _, c := range cm {
 			if c.kind != "private key block" {
 				add(line[c.start:c.end])
