@@ -153,8 +153,25 @@ func benchText(b *testing.B) []byte {
 	return []byte(sb.String())
 }
 
+// typicalText is ordinary assistant output (prose, a list, code) from
+// the repetition check's benign corpus.
+func typicalText(b *testing.B) []byte {
+	var sb strings.Builder
+	for _, f := range []string{"pass_prose_essay.txt", "pass_numbered_list.txt", "pass_go_code.go.txt", "pass_poem_refrain.txt", "pass_markdown_table.txt"} {
+		data, err := os.ReadFile("../repetition/testdata/corpus/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sb.Write(data)
+	}
+	return []byte(sb.String())
+}
+
 func benchChunks(b *testing.B, cfg Config) {
-	text := benchText(b)
+	benchChunksOf(b, cfg, benchText(b))
+}
+
+func benchChunksOf(b *testing.B, cfg Config, text []byte) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for chunks := 0; chunks < b.N; {
@@ -185,4 +202,10 @@ func BenchmarkChunk16Terms(b *testing.B) {
 
 func BenchmarkChunk16TermsAndLibraries(b *testing.B) {
 	benchChunks(b, Config{Terms: []string{"as an AI language model", "lorem ipsum"}, Libraries: []string{"pandas", "lodash", "serde"}})
+}
+
+// BenchmarkChunk16Typical is the common case: terms and libraries banned,
+// ordinary prose and code streaming past.
+func BenchmarkChunk16Typical(b *testing.B) {
+	benchChunksOf(b, Config{Terms: []string{"as an AI language model", "lorem ipsum"}, Libraries: []string{"pandas", "lodash", "serde"}}, typicalText(b))
 }
