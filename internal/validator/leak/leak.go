@@ -25,8 +25,9 @@
 //     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
 //     Shannon entropy per kind.
 //
-// The output is read one byte at a time and split into words (runs of
-// non-space) and lines, so findings do not depend on chunk boundaries.
+// The output is read one byte at a time and split into words (runs
+// without white space, quotes, brackets or separators, none of which a
+// credential shape contains) and lines, so findings do not depend on chunk boundaries.
 // Settled holds back only what could still turn out to be a leak: the
 // word being read (it could be a token such as "AKIA..."), the rest of a
 // line after "-----BEGIN", after "aws" or after a quote that follows ':'
@@ -269,6 +270,18 @@ func (d *Detector) Settled() int {
 	return s
 }
 
+// breaksWord reports whether c ends a word as the credential rules see
+// it: white space, quotes, brackets and separators, none of which any
+// credential shape contains. Ending words there keeps the held-back word
+// short (a minified JSON document is many words, not one).
+func breaksWord(c byte) bool {
+	switch c {
+	case ' ', '\n', '\t', '\r', '\f', '\v', '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', ';', '|', '\\':
+		return true
+	}
+	return false
+}
+
 func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'
 }
@@ -298,11 +311,17 @@ func (d *Detector) byteAt(c byte) {
 		d.a1, d.a2, d.dashes = d.a2, c, 0
 		return
 	}
-	if !d.inWord {
-		d.inWord, d.wordStart = true, at
-	}
-	if len(d.word) < maxWord {
-		d.word = append(d.word, c)
+	if breaksWord(c) {
+		// Quotes, brackets and separators end a credential-shaped word
+		// but belong to the line.
+		d.endWord()
+	} else {
+		if !d.inWord {
+			d.inWord, d.wordStart = true, at
+		}
+		if len(d.word) < maxWord {
+			d.word = append(d.word, c)
+		}
 	}
 	if len(d.line) == 0 {
 		d.lineStart = at

@@ -132,6 +132,12 @@ func TestSettledHolds(t *testing.T) {
 	if len(d.Findings()) != 1 || d.Settled() != len("Your key is ") {
 		t.Fatalf("findings %+v settled %d", d.Findings(), d.Settled())
 	}
+	j, _ := New(*DefaultConfig(), "")
+	doc := `{"name":"widget","tags":["a","b"],"price":9.99,"stock":{"eu":12,"us":30}}`
+	j.Write([]byte(doc))
+	if got := j.Settled(); got < len(doc)-4 {
+		t.Fatalf("minified JSON held back from %d of %d: words must end at quotes and brackets", got, len(doc))
+	}
 	p, _ := New(*DefaultConfig(), "")
 	p.Write([]byte("Plain prose with no secrets at all, "))
 	if got := p.Settled(); got != len("Plain prose with no secrets at all, ") {
