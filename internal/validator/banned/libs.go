@@ -89,17 +89,29 @@ var keywords = []string{"import", "from", "use", "pub", "extern", "#", "library"
 // lineCouldImport reports whether a line starts like an import or
 // contains a call-style import.
 func lineCouldImport(line []byte, inGoBlock bool) bool {
-	return startsLikeImport(line, inGoBlock) || callIndex(line) >= 0
+	return startsLikeImport(line, inGoBlock) || callIndex(line, 0) >= 0
 }
 
 var calls = []string{"require(", "library(", "import(", "requireNamespace("}
 
-// callIndex returns the index of the first call-style import in b, or -1.
-func callIndex(b []byte) int {
+// callIndex returns the index of the first call-style import in b that
+// starts a word (as the patterns' \b demands), or -1.
+func callIndex(b []byte, start int) int {
 	at := -1
 	for _, k := range calls {
-		if i := bytes.Index(b, []byte(k)); i >= 0 && (at < 0 || i < at) {
-			at = i
+		for from := start; from < len(b); {
+			i := bytes.Index(b[from:], []byte(k))
+			if i < 0 {
+				break
+			}
+			i += from
+			if i == 0 || !isIdent(b[i-1]) {
+				if at < 0 || i < at {
+					at = i
+				}
+				break
+			}
+			from = i + 1
 		}
 	}
 	return at
@@ -134,8 +146,8 @@ func (l *libMatcher) hold() int {
 		l.holdLen = len(l.line)
 		if l.callAt < 0 {
 			from := max(0, l.scanned-len("requireNamespace("))
-			if i := callIndex(l.line[from:]); i >= 0 {
-				l.callAt = from + i
+			if i := callIndex(l.line, from); i >= 0 {
+				l.callAt = i
 			}
 			l.scanned = len(l.line)
 		}
@@ -267,7 +279,7 @@ func (l *libMatcher) endLine(add func(validator.Finding)) {
 			return
 		}
 	}
-	if callIndex(l.line) >= 0 {
+	if callIndex(l.line, 0) >= 0 {
 		sub(reCall)
 		sub(reRLibrary)
 	}
