@@ -50,8 +50,10 @@ func newFn(t testing.TB, cfg Config, system string) func() validator.Validator {
 
 func TestCorpusPrecisionRecall(t *testing.T) {
 	var tp, fp, fn, tn int
+	golden := map[string][]validator.Finding{}
 	for _, c := range loadCorpus(t) {
 		fs := validatortest.SplitIndependent(t, newFn(t, *DefaultConfig(), c.System), c.Text)
+		golden[c.Name] = fs
 		got := len(fs) > 0
 		switch {
 		case got && c.Bad:
@@ -66,6 +68,7 @@ func TestCorpusPrecisionRecall(t *testing.T) {
 			tn++
 		}
 	}
+	checkGolden(t, golden)
 	t.Logf("leak corpus: %d cases, tp=%d fp=%d fn=%d tn=%d, precision=%.3f recall=%.3f",
 		tp+fp+fn+tn, tp, fp, fn, tn, float64(tp)/float64(max(1, tp+fp)), float64(tp)/float64(max(1, tp+fn)))
 }
