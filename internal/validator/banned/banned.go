@@ -1,8 +1,9 @@
 // Package banned fails an output that contains a banned term or imports a
 // banned library.
 //
-// Terms are matched case-insensitively (Unicode simple case folding, one
-// rune to one rune) as whole words or phrases: a term that begins or ends
+// Terms are matched case-insensitively (each rune lower-cased on its own,
+// so "ÉCOLE" matches "école" but "STRASSE" does not match "straße"; curly
+// apostrophes match straight ones) as whole words or phrases: a term that begins or ends
 // with a letter or digit must not touch another letter or digit there, so
 // "ass" does not match "class", and any run of white space in the output
 // matches one space in a phrase ("credit  card" and "credit\ncard" match
