@@ -49,9 +49,9 @@ func (w *wordCheck) scan(final bool) {
 		w.settled = end + 1
 	}
 }
-func (w *wordCheck) Settled() int                   { return w.settled }
+func (w *wordCheck) Settled() int                  { return w.settled }
 func (w *wordCheck) Findings() []validator.Finding { return w.findings }
-func (w *wordCheck) Close()                         { w.closed = true; w.scan(true) }
+func (w *wordCheck) Close()                        { w.closed = true; w.scan(true) }
 
 // clockCheck fails when no text came for a second.
 type clockCheck struct {
@@ -60,11 +60,15 @@ type clockCheck struct {
 	findings []validator.Finding
 }
 
-func (c *clockCheck) Name() string                   { return "clock" }
-func (c *clockCheck) Write(p []byte) (int, error)    { c.n += len(p); c.last = time.Time{}; return len(p), nil }
-func (c *clockCheck) Settled() int                   { return c.n }
+func (c *clockCheck) Name() string { return "clock" }
+func (c *clockCheck) Write(p []byte) (int, error) {
+	c.n += len(p)
+	c.last = time.Time{}
+	return len(p), nil
+}
+func (c *clockCheck) Settled() int                  { return c.n }
 func (c *clockCheck) Findings() []validator.Finding { return c.findings }
-func (c *clockCheck) Close()                         {}
+func (c *clockCheck) Close()                        {}
 func (c *clockCheck) Tick(now time.Time) {
 	if c.last.IsZero() {
 		c.last = now
@@ -83,11 +87,11 @@ func (c *clockCheck) NextDeadline() time.Time {
 
 type toolCheck struct{}
 
-func (toolCheck) Name() string                   { return "tools" }
-func (toolCheck) Write(p []byte) (int, error)    { return len(p), nil }
-func (toolCheck) Settled() int                   { return 1 << 30 }
+func (toolCheck) Name() string                  { return "tools" }
+func (toolCheck) Write(p []byte) (int, error)   { return len(p), nil }
+func (toolCheck) Settled() int                  { return 1 << 30 }
 func (toolCheck) Findings() []validator.Finding { return nil }
-func (toolCheck) Close()                         {}
+func (toolCheck) Close()                        {}
 func (toolCheck) CheckToolCall(c validator.ToolCall) []validator.Finding {
 	if c.Name == "known" {
 		return nil
