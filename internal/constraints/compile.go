@@ -1,12 +1,235 @@
 package constraints
 
 import (
+	"regexp"
+	"strconv"
+	"strings"
+
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-// Compile reads the system and user messages of req for checkable
-// instructions. Only the last user message and the system messages count:
-// earlier turns were answered already.
+// Compile reads the system messages and the last user message of req for
+// checkable instructions. Earlier user turns were answered already and do
+// not bind this output.
+//
+// The compiler is a set of RE2 rules over the lower-cased instruction
+// text, each guarded by a cheap substring test so that a prompt without
+// any trigger word costs a few scans. Rules are written for the general
+// phrasing ("under|fewer than|at most N words", "do not use X library"),
+// not for a list of prompts; where an instruction is ambiguous ("in 50
+// words", a banned word that is not a library) the compiler prefers no
+// check over a false alarm.
 func Compile(req *validator.Request) []Check {
-	return nil
+	var texts []string
+	last := -1
+	for i, m := range req.Messages {
+		if m.Role == "user" {
+			last = i
+		}
+	}
+	for i, m := range req.Messages {
+		if m.Role == "system" || m.Role == "developer" || i == last {
+			texts = append(texts, m.Content)
+		}
+	}
+	var out []Check
+	for _, t := range texts {
+		out = append(out, compileText(t)...)
+	}
+	return merge(out)
+}
+
+// CompileText compiles one instruction text.
+func CompileText(text string) []Check { return merge(compileText(text)) }
+
+func compileText(orig string) []Check {
+	if orig == "" {
+		return nil
+	}
+	c := &compiler{orig: orig, low: asciiLower(orig)}
+	for _, r := range rules {
+		if r.guard != "" && !strings.Contains(c.low, r.guard) {
+			continue
+		}
+		r.apply(c)
+	}
+	return c.out
+}
+
+// asciiLower lower-cases ASCII letters only, so byte offsets into the
+// result are offsets into the original.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+type compiler struct {
+	orig, low string
+	out       []Check
+	upperDone bool
+}
+
+func (c *compiler) add(name string, cfg map[string]any, src string) {
+	c.out = append(c.out, Check{Name: name, Config: cfg, Source: strings.TrimSpace(src)})
+}
+
+type rule struct {
+	guard string // substring of the lower-cased text that must be present
+	apply func(c *compiler)
+}
+
+// num matches a count written in digits or words.
+const num = `(\d{1,6}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|a hundred|a dozen|a single|single)`
+
+var numWords = map[string]int{"one": 1, "a single": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+	"eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a dozen": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
+	"sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+	"sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "a hundred": 100}
+
+func parseNum(s string) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	return numWords[s]
+}
+
+// relation words, grouped by meaning.
+const (
+	relMax     = `(?:at most|no more than|not more than|a maximum of|maximum of|max(?:imum)?|up to|not exceed(?:ing)?|within|no longer than|shorter than|not longer than)`
+	relBelow   = `(?:under|fewer than|less than|below)`
+	relMin     = `(?:at least|no less than|no fewer than|a minimum of|minimum of|min(?:imum)?)`
+	relAbove   = `(?:more than|over|exceeding)`
+	relAny     = `(` + relMax + `|` + relBelow + `|` + relMin + `|` + relAbove + `|exactly)`
+	unitWords  = `words?`
+	unitSent   = `sentences?`
+	unitChars  = `(?:characters?|chars|letters)`
+	unitParas  = `paragraphs?`
+	anyQuote   = `["'“”‘’]`
+	wordOrQuot = `(?:` + anyQuote + `([^"'“”‘’\n]{1,80})` + anyQuote + `|([\p{L}\d_\-]+))`
+)
+
+// bound maps a relation phrase and a number to (min, max, exactly).
+func bound(rel string, n int) (lo, hi, eq int) {
+	rel = strings.TrimSpace(rel)
+	switch {
+	case rel == "exactly":
+		return 0, 0, n
+	case relBelowRE.MatchString(rel):
+		return 0, max(n-1, 0), 0
+	case relAboveRE.MatchString(rel):
+		return n + 1, 0, 0
+	case relMinRE.MatchString(rel):
+		return n, 0, 0
+	}
+	return 0, n, 0
+}
+
+var (
+	relBelowRE  = regexp.MustCompile(`^` + relBelow + `$`)
+	relAboveRE  = regexp.MustCompile(`^` + relAbove + `$`)
+	relMinRE    = regexp.MustCompile(`^` + relMin + `$`)
+	relUnitRE   = regexp.MustCompile(relAny + `\s+(?:a\s+total\s+of\s+)?` + num + `\s+(?:\w+\s+)?(` + unitWords + `|` + unitSent + `|` + unitChars + `|` + unitParas + `)\b`)
+	unitOrRE    = regexp.MustCompile(num + `\s+(` + unitWords + `|` + unitSent + `|` + unitChars + `|` + unitParas + `)\s+or\s+(less|fewer|more|shorter|longer)`)
+	orUnitRE    = regexp.MustCompile(num + `\s+or\s+(more|less|fewer)\s+(` + unitWords + `|` + unitSent + `|` + unitParas + `)\b`)
+	rangeRE     = regexp.MustCompile(`\b(\d{1,6})\s*(?:to|-|–)\s*(\d{1,6})\s+(` + unitWords + `|` + unitSent + `)\b`)
+	notLongerRE = regexp.MustCompile(`(?:not|n't|no)\s+(?:\w+\s+){0,3}?(?:longer|more)\s+than\s+` + num + `\s+(` + unitWords + `|` + unitSent + `|` + unitChars + `)\b`)
+	plusWordsRE = regexp.MustCompile(`\b(\d{1,6})\+\s*(words?|sentences?)`)
+	inNSentRE   = regexp.MustCompile(`\b(?:in|with|using|of|use)\s+(?:only\s+|just\s+)?` + num + `\s+(sentences?)\b`)
+	wordLimitRE = regexp.MustCompile(`(?:word (?:limit|count)(?: of)?|limit (?:of|to))\s*:?\s*` + num + `(?:\s+words)?`)
+)
+
+func lengthRule(c *compiler) {
+	add := func(unit string, lo, hi, eq int, src string) {
+		switch {
+		case strings.HasPrefix(unit, "word"):
+			switch {
+			case eq > 0:
+				// "exactly N words": checked as a band of ±10%, since
+				// word counts differ by tokenizer.
+				c.add("length", map[string]any{"max_words": eq + eq/10 + 1, "min_words": max(eq-eq/10-1, 1)}, src)
+			case hi > 0:
+				c.add("length", map[string]any{"max_words": hi}, src)
+			case lo > 0:
+				c.add("length", map[string]any{"min_words": lo}, src)
+			}
+		case strings.HasPrefix(unit, "sentence"):
+			switch {
+			case eq > 0:
+				c.add("length", map[string]any{"max_sentences": eq}, src)
+				c.add("sentences", map[string]any{"min": eq}, src)
+			case hi > 0:
+				c.add("length", map[string]any{"max_sentences": hi}, src)
+			case lo > 0:
+				c.add("sentences", map[string]any{"min": lo}, src)
+			}
+		case strings.HasPrefix(unit, "char") || strings.HasPrefix(unit, "letter"):
+			if hi > 0 {
+				c.add("length", map[string]any{"max_chars": hi}, src)
+			}
+		case strings.HasPrefix(unit, "paragraph"):
+			if eq > 0 {
+				c.add("paragraphs", map[string]any{"exactly": eq}, src)
+			} else if hi > 0 {
+				c.add("length", map[string]any{"max_paragraphs": hi}, src)
+			} else if lo > 0 {
+				c.add("paragraphs", map[string]any{"min": lo}, src)
+			}
+		}
+	}
+	for _, m := range relUnitRE.FindAllStringSubmatchIndex(c.low, -1) {
+		rel, n, unit := c.low[m[2]:m[3]], parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
+		if n == 0 {
+			continue
+		}
+		// "the letter q at least 3 times" and "words with all capital
+		// letters" belong to other rules.
+		if strings.HasPrefix(unit, "letter") && strings.Contains(c.low[m[1]:min(len(c.low), m[1]+20)], "times") {
+			continue
+		}
+		if strings.HasPrefix(unit, "paragraph") && strings.Contains(c.low, "***") {
+			continue // paragraphs with a divider: the paragraphs rule
+		}
+		lo, hi, eq := bound(rel, n)
+		add(unit, lo, hi, eq, c.orig[m[0]:m[1]])
+	}
+	for _, m := range unitOrRE.FindAllStringSubmatchIndex(c.low, -1) {
+		n, unit, dir := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
+		if dir == "more" || dir == "longer" {
+			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
+		} else {
+			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
+		}
+	}
+	for _, m := range orUnitRE.FindAllStringSubmatchIndex(c.low, -1) {
+		n, dir, unit := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
+		if dir == "more" {
+			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
+		} else {
+			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
+		}
+	}
+	for _, m := range rangeRE.FindAllStringSubmatchIndex(c.low, -1) {
+		lo, hi, unit := parseNum(c.low[m[2]:m[3]]), parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
+		if lo > 0 && hi >= lo {
+			add(unit, lo, 0, 0, c.orig[m[0]:m[1]])
+			add(unit, 0, hi, 0, c.orig[m[0]:m[1]])
+		}
+	}
+	for _, m := range notLongerRE.FindAllStringSubmatchIndex(c.low, -1) {
+		add(c.low[m[4]:m[5]], 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+	}
+	for _, m := range plusWordsRE.FindAllStringSubmatchIndex(c.low, -1) {
+		add(c.low[m[4]:m[5]], parseNum(c.low[m[2]:m[3]]), 0, 0, c.orig[m[0]:m[1]])
+	}
+	for _, m := range inNSentRE.FindAllStringSubmatchIndex(c.low, -1) {
+		add("sentence", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+	}
+	for _, m := range wordLimitRE.FindAllStringSubmatchIndex(c.low, -1) {
+		add("word", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+	}
 }

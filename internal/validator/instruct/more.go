@@ -1,0 +1,369 @@
+package instruct
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/abadojack/whatlanggo"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// KeywordsConfig configures keywords.
+type KeywordsConfig struct {
+	Include []string      `yaml:"include,omitempty"`
+	Words   []WordCount   `yaml:"words,omitempty"`
+	Letters []LetterCount `yaml:"letters,omitempty"`
+}
+
+// WordCount bounds how often a whole word (or phrase) occurs.
+type WordCount struct {
+	Word  string `yaml:"word"`
+	Count `yaml:",inline"`
+}
+
+// LetterCount bounds how often a letter occurs (case-insensitive).
+type LetterCount struct {
+	Letter string `yaml:"letter"`
+	Count  `yaml:",inline"`
+}
+
+func (c *KeywordsConfig) validator() (validator.Validator, error) {
+	type wre struct {
+		re *regexp.Regexp
+		WordCount
+	}
+	var words []wre
+	for _, w := range c.Words {
+		if strings.TrimSpace(w.Word) == "" {
+			return nil, fmt.Errorf("keywords: empty word")
+		}
+		if err := w.valid(); err != nil {
+			return nil, fmt.Errorf("keywords: %s: %w", w.Word, err)
+		}
+		re, err := regexp.Compile(`(?i)\b` + regexp.QuoteMeta(strings.TrimSpace(w.Word)) + `\b`)
+		if err != nil {
+			return nil, fmt.Errorf("keywords: %w", err)
+		}
+		words = append(words, wre{re, w})
+	}
+	for _, l := range c.Letters {
+		if len([]rune(l.Letter)) != 1 {
+			return nil, fmt.Errorf("keywords: letter %q is not one letter", l.Letter)
+		}
+	}
+	include := make([][]byte, len(c.Include))
+	for i, k := range c.Include {
+		include[i] = bytes.ToLower([]byte(strings.TrimSpace(k)))
+	}
+	letters := c.Letters
+	return newEnd("keywords", func(t []byte) string {
+		lower := bytes.ToLower(t)
+		for i, k := range include {
+			if len(k) > 0 && !bytes.Contains(lower, k) {
+				return fmt.Sprintf("keyword %q missing", c.Include[i])
+			}
+		}
+		for _, w := range words {
+			if msg := w.check(len(w.re.FindAllIndex(t, -1)), fmt.Sprintf("uses of %q", w.Word)); msg != "" {
+				return msg
+			}
+		}
+		for _, l := range letters {
+			n := bytes.Count(lower, []byte(strings.ToLower(l.Letter)))
+			if msg := l.check(n, fmt.Sprintf("letters %q", l.Letter)); msg != "" {
+				return msg
+			}
+		}
+		return ""
+	}), nil
+}
+
+// codeOnly: the output is one fenced code block (optionally surrounded by
+// blank space) or bare code without a fence. It decides on the first
+// line: a fence opens code mode; otherwise a line that reads like prose
+// fails at 0. After a closing fence only whitespace may follow.
+type codeOnly struct {
+	text     []byte
+	n        int
+	state    int // 0 before the first line is judged, 1 in fence, 2 after fence, 3 bare code
+	lineAt   int // start of the current line
+	findings []validator.Finding
+}
+
+func (c *codeOnly) Name() string { return "code_only" }
+func (c *codeOnly) Write(p []byte) (int, error) {
+	c.text = append(c.text, p...)
+	c.n += len(p)
+	if len(c.findings) == 0 {
+		c.scan(false)
+	}
+	return len(p), nil
+}
+
+func (c *codeOnly) scan(final bool) {
+	for len(c.findings) == 0 {
+		nl := bytes.IndexByte(c.text[c.lineAt:], '\n')
+		end := c.lineAt + nl
+		if nl < 0 {
+			if !final {
+				return
+			}
+			end = len(c.text)
+			if end == c.lineAt {
+				return
+			}
+		}
+		line := c.text[c.lineAt:end]
+		trim := bytes.TrimSpace(line)
+		switch c.state {
+		case 0:
+			if len(trim) == 0 {
+				break
+			}
+			if bytes.HasPrefix(trim, []byte("```")) || bytes.HasPrefix(trim, []byte("~~~")) {
+				c.state = 1
+			} else if looksLikeProse(trim) {
+				c.findings = append(c.findings, fail("code_only", c.lineAt, end, "prose where only code was asked for"))
+				return
+			} else {
+				c.state = 3
+			}
+		case 1:
+			if bytes.HasPrefix(trim, []byte("```")) || bytes.HasPrefix(trim, []byte("~~~")) {
+				c.state = 2
+			}
+		case 2:
+			if len(trim) > 0 {
+				c.findings = append(c.findings, fail("code_only", c.lineAt, end, "text after the code block"))
+				return
+			}
+		case 3:
+			if bytes.HasPrefix(trim, []byte("```")) {
+				c.findings = append(c.findings, fail("code_only", c.lineAt, end, "a code fence after text"))
+				return
+			}
+		}
+		if nl < 0 {
+			c.lineAt = len(c.text)
+			return
+		}
+		c.lineAt = end + 1
+	}
+}
+
+// looksLikeProse tells a sentence from a line of code: prose has several
+// words, mostly letters, and ends like a sentence or a lead-in (".", ":",
+// "!"), with none of the punctuation code is made of.
+func looksLikeProse(line []byte) bool {
+	s := string(line)
+	if strings.ContainsAny(s, "{}();=<>[]#$") && !strings.HasSuffix(s, ":") {
+		return false
+	}
+	words := strings.Fields(s)
+	if len(words) < 4 {
+		return false
+	}
+	letters := 0
+	for _, r := range s {
+		if unicode.IsLetter(r) || r == ' ' {
+			letters++
+		}
+	}
+	if letters*10 < len([]rune(s))*8 {
+		return false
+	}
+	last := s[len(s)-1]
+	return last == '.' || last == ':' || last == '!' || last == '?' || unicode.IsUpper([]rune(words[0])[0])
+}
+
+func (c *codeOnly) Settled() int {
+	if len(c.findings) > 0 {
+		return c.findings[0].Start
+	}
+	if c.state == 2 {
+		return c.lineAt // text after the fence may still fail
+	}
+	return c.lineAt
+}
+func (c *codeOnly) Findings() []validator.Finding { return c.findings }
+func (c *codeOnly) Close() {
+	if len(c.findings) == 0 {
+		c.scan(true)
+	}
+	c.lineAt = len(c.text)
+}
+
+// LanguageWindow is how many bytes the language check reads (and holds
+// back) before it decides.
+const LanguageWindow = 240
+
+// LanguageConfig configures language.
+type LanguageConfig struct {
+	Language string `yaml:"language"`
+}
+
+// ParseLanguage resolves an English language name or an ISO 639-1/-3
+// code to a whatlanggo language.
+func ParseLanguage(s string) (whatlanggo.Lang, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return 0, false
+	}
+	for l, name := range whatlanggo.Langs {
+		if strings.ToLower(name) == s || l.Iso6391() == s || l.Iso6393() == s {
+			return l, true
+		}
+	}
+	switch s { // names whatlanggo spells differently
+	case "farsi", "persian", "fa":
+		return whatlanggo.Pes, true
+	case "arabic", "ar":
+		return whatlanggo.Arb, true
+	case "punjabi", "pa":
+		return whatlanggo.Pan, true
+	case "nepali", "ne":
+		return whatlanggo.Nep, true
+	case "chinese", "mandarin", "zh":
+		return whatlanggo.Cmn, true
+	}
+	return 0, false
+}
+
+func newLanguage(cfg any, _ *validator.Request) (validator.Validator, error) {
+	name := cfg.(*LanguageConfig).Language
+	if name == "" {
+		return nil, nil
+	}
+	l, ok := ParseLanguage(name)
+	if !ok {
+		return nil, fmt.Errorf("language: unknown language %q", name)
+	}
+	return &language{want: l}, nil
+}
+
+type language struct {
+	want     whatlanggo.Lang
+	text     []byte
+	n        int
+	decided  bool
+	findings []validator.Finding
+}
+
+func (l *language) Name() string { return "language" }
+func (l *language) Write(p []byte) (int, error) {
+	l.n += len(p)
+	if !l.decided {
+		l.text = append(l.text, p...)
+		if len(l.text) >= LanguageWindow {
+			l.decide()
+		}
+	}
+	return len(p), nil
+}
+
+// decide identifies the language of the window. Code blocks and URLs are
+// left out: they are no language.
+func (l *language) decide() {
+	l.decided = true
+	text := stripCode(string(l.text))
+	if letterCount(text) < 12 {
+		return // too little text to judge
+	}
+	info := whatlanggo.Detect(text)
+	if info.Lang == l.want || sameFamily(info.Lang, l.want) {
+		return
+	}
+	wantScript := scriptOf(l.want)
+	if info.Script != nil && wantScript != nil && info.Script != wantScript {
+		l.fail(info)
+		return
+	}
+	if info.Confidence >= 0.5 {
+		l.fail(info)
+	}
+}
+
+func (l *language) fail(info whatlanggo.Info) {
+	l.findings = append(l.findings, fail("language", 0, len(l.text), fmt.Sprintf("written in %s, want %s", info.Lang.String(), l.want.String())))
+}
+
+func (l *language) Settled() int {
+	if len(l.findings) > 0 {
+		return 0
+	}
+	if l.decided {
+		return l.n
+	}
+	return 0
+}
+func (l *language) Findings() []validator.Finding { return l.findings }
+func (l *language) Close() {
+	if !l.decided {
+		l.decide()
+	}
+	l.text = nil
+}
+
+var (
+	fenceRE = regexp.MustCompile("(?s)```.*?(```|$)")
+	urlRE   = regexp.MustCompile(`https?://\S+`)
+)
+
+func stripCode(s string) string {
+	s = fenceRE.ReplaceAllString(s, " ")
+	return urlRE.ReplaceAllString(s, " ")
+}
+
+func letterCount(s string) int {
+	n := 0
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// sameFamily treats mutually intelligible pairs the trigram profiles
+// confuse on short text as one language.
+func sameFamily(a, b whatlanggo.Lang) bool {
+	pairs := [][2]whatlanggo.Lang{
+		{whatlanggo.Hin, whatlanggo.Mar}, {whatlanggo.Hin, whatlanggo.Nep}, {whatlanggo.Mar, whatlanggo.Nep},
+		{whatlanggo.Nob, whatlanggo.Dan}, {whatlanggo.Srp, whatlanggo.Hrv},
+		{whatlanggo.Ukr, whatlanggo.Rus}, {whatlanggo.Bul, whatlanggo.Mkd},
+	}
+	for _, p := range pairs {
+		if (p[0] == a && p[1] == b) || (p[0] == b && p[1] == a) {
+			return true
+		}
+	}
+	return false
+}
+
+// scriptOf returns the script a language is written in, by detecting the
+// script of its own name in a sample; nil when unknown.
+func scriptOf(l whatlanggo.Lang) *unicode.RangeTable {
+	if s, ok := langScripts[l]; ok {
+		return s
+	}
+	return unicode.Latin
+}
+
+var langScripts = map[whatlanggo.Lang]*unicode.RangeTable{
+	whatlanggo.Hin: unicode.Devanagari, whatlanggo.Mar: unicode.Devanagari, whatlanggo.Nep: unicode.Devanagari,
+	whatlanggo.Rus: unicode.Cyrillic, whatlanggo.Ukr: unicode.Cyrillic, whatlanggo.Bul: unicode.Cyrillic,
+	whatlanggo.Bel: unicode.Cyrillic, whatlanggo.Srp: unicode.Cyrillic, whatlanggo.Mkd: unicode.Cyrillic,
+	whatlanggo.Arb: unicode.Arabic, whatlanggo.Pes: unicode.Arabic, whatlanggo.Urd: unicode.Arabic,
+	whatlanggo.Heb: unicode.Hebrew, whatlanggo.Ydd: unicode.Hebrew,
+	whatlanggo.Ben: unicode.Bengali, whatlanggo.Guj: unicode.Gujarati, whatlanggo.Pan: unicode.Gurmukhi,
+	whatlanggo.Kan: unicode.Kannada, whatlanggo.Tam: unicode.Tamil, whatlanggo.Tel: unicode.Telugu,
+	whatlanggo.Mal: unicode.Malayalam, whatlanggo.Tha: unicode.Thai, whatlanggo.Kor: unicode.Hangul,
+	whatlanggo.Jpn: unicode.Hiragana, whatlanggo.Cmn: unicode.Han, whatlanggo.Ell: unicode.Greek,
+	whatlanggo.Kat: unicode.Georgian, whatlanggo.Amh: unicode.Ethiopic,
+	whatlanggo.Khm: unicode.Khmer, whatlanggo.Mya: unicode.Myanmar, whatlanggo.Sin: unicode.Sinhala,
+	whatlanggo.Ori: unicode.Oriya,
+}
