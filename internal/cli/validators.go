@@ -10,6 +10,10 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
+
+	// The checks: each package registers itself in validator.Default, so
+	// importing it here makes it available to policies, serve and check.
+	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"
 )
 
 // validatorInfo is one check as `aegis validators --json` lists it.

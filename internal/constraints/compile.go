@@ -2,6 +2,7 @@ package constraints
 
 import (
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -48,10 +49,9 @@ func compileText(orig string) []Check {
 	}
 	c := &compiler{orig: orig, low: asciiLower(orig)}
 	for _, r := range rules {
-		if r.guard != "" && !strings.Contains(c.low, r.guard) {
-			continue
+		if containsAny(c.low, r.guard) && (r.need == nil || containsAny(c.low, r.need)) {
+			r.apply(c)
 		}
-		r.apply(c)
 	}
 	return c.out
 }
@@ -79,8 +79,18 @@ func (c *compiler) add(name string, cfg map[string]any, src string) {
 }
 
 type rule struct {
-	guard string // substring of the lower-cased text that must be present
+	guard []string // one must occur in the lower-cased text
+	need  []string // when set, one of these must occur too
 	apply func(c *compiler)
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, x := range subs {
+		if strings.Contains(s, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // num matches a count written in digits or words.
@@ -143,6 +153,8 @@ var (
 	wordLimitRE = regexp.MustCompile(`(?:word (?:limit|count)(?: of)?|limit (?:of|to))\s*:?\s*` + num + `(?:\s+words)?`)
 )
 
+var lengthUnits = []string{"word", "sentence", "char", "letter", "paragraph"}
+
 func lengthRule(c *compiler) {
 	add := func(unit string, lo, hi, eq int, src string) {
 		switch {
@@ -181,7 +193,7 @@ func lengthRule(c *compiler) {
 			}
 		}
 	}
-	for _, m := range relUnitRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(relUnitRE, lengthUnits, 60, 24) {
 		rel, n, unit := c.low[m[2]:m[3]], parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
 		if n == 0 {
 			continue
@@ -197,7 +209,7 @@ func lengthRule(c *compiler) {
 		lo, hi, eq := bound(rel, n)
 		add(unit, lo, hi, eq, c.orig[m[0]:m[1]])
 	}
-	for _, m := range unitOrRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(unitOrRE, lengthUnits, 60, 24) {
 		n, unit, dir := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
 		if dir == "more" || dir == "longer" {
 			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
@@ -205,7 +217,7 @@ func lengthRule(c *compiler) {
 			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range orUnitRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(orUnitRE, lengthUnits, 60, 24) {
 		n, dir, unit := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
 		if dir == "more" {
 			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
@@ -213,23 +225,84 @@ func lengthRule(c *compiler) {
 			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range rangeRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(rangeRE, lengthUnits, 60, 24) {
 		lo, hi, unit := parseNum(c.low[m[2]:m[3]]), parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
 		if lo > 0 && hi >= lo {
 			add(unit, lo, 0, 0, c.orig[m[0]:m[1]])
 			add(unit, 0, hi, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range notLongerRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(notLongerRE, lengthUnits, 60, 24) {
 		add(c.low[m[4]:m[5]], 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 	}
-	for _, m := range plusWordsRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(plusWordsRE, lengthUnits, 60, 24) {
 		add(c.low[m[4]:m[5]], parseNum(c.low[m[2]:m[3]]), 0, 0, c.orig[m[0]:m[1]])
 	}
-	for _, m := range inNSentRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(inNSentRE, lengthUnits, 60, 24) {
 		add("sentence", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 	}
-	for _, m := range wordLimitRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(wordLimitRE, []string{"limit"}, 24, 40) {
 		add("word", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 	}
+}
+
+// findNear runs re only over windows of the text around the keywords
+// (before and after bytes either side, widened to whitespace), and returns
+// its submatch indices in the whole text. Regular expressions that open
+// with optional parts cannot use RE2's literal prefix scan, so running
+// them over a whole prompt costs far more than over the few places where
+// their keyword occurs.
+func (c *compiler) findNear(re *regexp.Regexp, kws []string, before, after int) [][]int {
+	var spans [][2]int
+	for _, kw := range kws {
+		for off := 0; ; {
+			i := strings.Index(c.low[off:], kw)
+			if i < 0 {
+				break
+			}
+			i += off
+			lo, hi := max(0, i-before), min(len(c.low), i+len(kw)+after)
+			for lo > 0 && c.low[lo-1] != ' ' && c.low[lo-1] != '\n' {
+				lo--
+			}
+			for hi < len(c.low) && c.low[hi] != ' ' && c.low[hi] != '\n' {
+				hi++
+			}
+			spans = append(spans, [2]int{lo, hi})
+			off = i + len(kw)
+		}
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0] < spans[j][0] })
+	merged := spans[:1]
+	for _, s := range spans[1:] {
+		last := &merged[len(merged)-1]
+		if s[0] <= last[1] {
+			last[1] = max(last[1], s[1])
+			continue
+		}
+		merged = append(merged, s)
+	}
+	var out [][]int
+	for _, s := range merged {
+		for _, m := range re.FindAllStringSubmatchIndex(c.low[s[0]:s[1]], -1) {
+			for k := range m {
+				if m[k] >= 0 {
+					m[k] += s[0]
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// findNearOne is findNear's first match, or nil.
+func (c *compiler) findNearOne(re *regexp.Regexp, kws []string, before, after int) []int {
+	if ms := c.findNear(re, kws, before, after); len(ms) > 0 {
+		return ms[0]
+	}
+	return nil
 }

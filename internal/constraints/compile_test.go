@@ -124,13 +124,17 @@ func FuzzCompileText(f *testing.F) {
 }
 
 func BenchmarkCompile(b *testing.B) {
-	prompts := []string{
-		"What is the capital of France? Please keep it short.",
-		"Write a 300+ word summary of the wikipedia page. Do not use any commas and highlight at least 3 sections with markdown.",
-		"You are a helpful assistant. Answer in French in under 50 words. Do not use pandas.",
-	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		CompileText(prompts[i%len(prompts)])
+	for _, tc := range []struct{ name, prompt string }{
+		{"plain", "What is the capital of Australia? Please keep it short and friendly."},
+		{"system+task", "You are a helpful assistant for the ops team. Explain how Kubernetes deployments roll out a new version."},
+		{"constrained", "You are a helpful assistant. Answer in French in under 50 words. Do not use pandas."},
+		{"ifeval", "Write a 300+ word summary of the wikipedia page. Do not use any commas and highlight at least 3 sections that has titles in markdown format, for example *highlighted section part 1*."},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				CompileText(tc.prompt)
+			}
+		})
 	}
 }

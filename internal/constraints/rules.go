@@ -8,31 +8,36 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator/instruct"
 )
 
-// rules run in order; each has a guard substring.
+// rules run in order. Each has guard words: the rule's regular
+// expressions run only when the lower-cased text contains one of them
+// (and, with need, one of need too). Most prompts contain none, so the
+// compiler costs a few substring scans for them.
 var rules = []rule{
-	{"", lengthRule},
-	{"", libraryRule},
-	{"", forbiddenRule},
-	{"code", codeOnlyRule},
-	{"", languageRule},
-	{"json", jsonRule},
-	{"", includeRule},
-	{"", frequencyRule},
-	{"", endPhraseRule},
-	{"quot", quotedRule},
-	{"", caseRule},
-	{"comma", commaRule},
-	{"<<", titleRule},
-	{"bullet", bulletsRule},
-	{"", sectionsRule},
-	{"p", postscriptRule},
-	{"placeholder", placeholdersRule},
-	{"", highlightsRule},
-	{"asterisk", twoResponsesRule},
-	{"repeat", repeatRule},
-	{"", paragraphsRule},
-	{"following", optionsRule},
+	{[]string{"word", "sentence", "char", "letter", "paragraph"}, nil, lengthRule},
+	{[]string{"use", "using", "import", "rely", "depend", "librar", "package", "module"}, negations, libraryRule},
+	{negations, []string{"word", "term", "phrase", "name", "mention", "\"", "'", "“", "‘"}, forbiddenRule},
+	{[]string{"code", "explanation", "explain"}, nil, codeOnlyRule},
+	{[]string{" in ", "using", " use ", "language"}, nil, languageRule},
+	{[]string{"json"}, nil, jsonRule},
+	{[]string{"include", "contain", "mention", "use", "incorporat", "have"}, []string{"word", "name", "term", "phrase", "\"", "“"}, includeRule},
+	{[]string{"time", "once", "twice", "thrice", "capital", "caps", "exclamation", "hashtag", "question mark"}, nil, frequencyRule},
+	{[]string{"end", "finish", "conclude", "last", "final"}, nil, endPhraseRule},
+	{[]string{"quot"}, nil, quotedRule},
+	{[]string{"case", "capital", "caps"}, nil, caseRule},
+	{[]string{"comma"}, nil, commaRule},
+	{[]string{"<<", "angular"}, nil, titleRule},
+	{[]string{"bullet"}, nil, bulletsRule},
+	{[]string{"section", "part", "chapter", "paragraph"}, nil, sectionsRule},
+	{[]string{"p.s", "p. s", "postscript", "post script", "p.p.s"}, nil, postscriptRule},
+	{[]string{"placeholder"}, nil, placeholdersRule},
+	{[]string{"highlight", "italic"}, nil, highlightsRule},
+	{[]string{"asterisk", "******"}, nil, twoResponsesRule},
+	{[]string{"repeat"}, nil, repeatRule},
+	{[]string{"paragraph", "***", "section", "part"}, nil, paragraphsRule},
+	{[]string{"following"}, nil, optionsRule},
 }
+
+var negations = []string{"not", "n't", "never", "without", "avoid", "no ", "refrain"}
 
 // knownLibraries are package names that "do not use X" bans even without
 // the word "library" next to them. Anything else needs "library",
@@ -55,7 +60,7 @@ var (
 func libraryRule(c *compiler) {
 	var libs []string
 	srcs := []string{}
-	for _, m := range libRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(libRE, negations, 4, 120) {
 		explicit := m[4] >= 0
 		for _, name := range listSep.Split(c.low[m[2]:m[3]], -1) {
 			name = strings.Trim(name, ".-")
@@ -65,7 +70,7 @@ func libraryRule(c *compiler) {
 		}
 		srcs = append(srcs, c.orig[m[0]:m[1]])
 	}
-	for _, m := range noLibRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(noLibRE, []string{"librar", "package", "module", "import"}, 40, 12) {
 		libs = append(libs, c.low[m[2]:m[3]])
 		srcs = append(srcs, c.orig[m[0]:m[1]])
 	}
@@ -134,7 +139,7 @@ func forbiddenRule(c *compiler) {
 		}
 		terms = append(terms, t)
 	}
-	for _, m := range forbidRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(forbidRE, negations, 4, 240) {
 		head := c.low[m[0]:m[2]]
 		list := c.orig[m[2]:m[3]]
 		keyed := strings.Contains(head, "word") || strings.Contains(head, "term") || strings.Contains(head, "phrase") || strings.Contains(head, "name")
@@ -147,8 +152,9 @@ func forbiddenRule(c *compiler) {
 		}
 		srcs = append(srcs, c.orig[m[0]:m[1]])
 	}
-	for _, re := range []*regexp.Regexp{forbid2RE, forbid3RE, mentionRE} {
-		for _, m := range re.FindAllStringSubmatchIndex(c.low, -1) {
+	for i, re := range []*regexp.Regexp{forbid2RE, forbid3RE, mentionRE} {
+		kws := [][]string{{"word"}, {"avoid", "without", "no "}, {"mention", "talk about", "bring up", "reference"}}[i]
+		for _, m := range c.findNear(re, kws, 60, 240) {
 			for _, t := range listItems(c.orig[m[2]:m[3]]) {
 				addTerm(t)
 			}
@@ -163,7 +169,7 @@ func forbiddenRule(c *compiler) {
 var codeOnlyRE = regexp.MustCompile(`(?:(?:reply|respond|answer|return|output|give me|provide|write|show)\s+(?:with\s+)?(?:the\s+)?(?:only\s+(?:the\s+)?code|code only|just (?:the )?code)|only (?:output|return|reply with|respond with|give|provide|write) (?:the\s+)?code|\bcode only\b|just the code|no explanations?\b|without (?:any )?explanations?|do not (?:explain|add (?:any )?explanations?))`)
 
 func codeOnlyRule(c *compiler) {
-	if m := codeOnlyRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(codeOnlyRE, []string{"code", "explanation", "explain"}, 50, 30); m != nil {
 		c.add("code_only", map[string]any{}, c.orig[m[0]:m[1]])
 	}
 }
@@ -175,7 +181,7 @@ var (
 )
 
 func languageRule(c *compiler) {
-	for _, m := range langRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(langRE, c.languageWords(), 40, 24) {
 		var name string
 		for g := 2; g < 6; g += 2 {
 			if m[g] >= 0 {
@@ -206,6 +212,26 @@ func languageRule(c *compiler) {
 	}
 }
 
+// languageWords returns the language names that occur in the text (the
+// keywords for the language rule's windows).
+func (c *compiler) languageWords() []string {
+	var out []string
+	start := -1
+	for i := 0; i <= len(c.low); i++ {
+		if i < len(c.low) && c.low[i] >= 'a' && c.low[i] <= 'z' {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 && languageNames[c.low[start:i]] {
+			out = append(out, c.low[start:i])
+		}
+		start = -1
+	}
+	return out
+}
+
 // languageNames are the language names the rule looks for (only names
 // whatlanggo can identify, checked again with ParseLanguage).
 var languageNames = func() map[string]bool {
@@ -225,7 +251,7 @@ var languageNames = func() map[string]bool {
 var jsonRE = regexp.MustCompile(`(?:(?:respond|reply|answer|output|return|format|formatted|write|give|provide|wrap)[^.\n]{0,60}\b(?:in|as|using|with)\s+(?:a\s+|an\s+|valid\s+|the\s+)*json\b|json (?:format|only|object only)\b|\bonly (?:valid )?json\b|entire (?:output|response) (?:should|must) be (?:in )?(?:valid )?json|(?:valid|raw|strict|pure) json (?:only|object)|json format)`)
 
 func jsonRule(c *compiler) {
-	if m := jsonRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(jsonRE, []string{"json"}, 90, 30); m != nil {
 		c.add("json_syntax", map[string]any{"always": true}, c.orig[m[0]:m[1]])
 	}
 }
@@ -240,7 +266,7 @@ func includeRule(c *compiler) {
 	var kws []string
 	var srcs []string
 	for _, re := range []*regexp.Regexp{includeRE, include2RE, include3RE} {
-		for _, m := range re.FindAllStringSubmatchIndex(c.low, -1) {
+		for _, m := range c.findNear(re, []string{"include", "contain", "mention", "use", "incorporat", "have"}, 4, 240) {
 			pre := c.low[max(0, m[0]-14):m[0]]
 			if strings.Contains(pre, "not ") || strings.Contains(pre, "n't ") || strings.Contains(pre, "avoid") || strings.Contains(pre, "without") || strings.Contains(pre, "never") {
 				continue
@@ -268,7 +294,6 @@ var (
 	wordFreqRE   = regexp.MustCompile(`\b(?:key)?word\s+` + wordOrQuot + `\s+(?:(?:should|must|to|has|needs|appears?|occurs?|be|used|included|in|your|the|entire|response|answer|reply|post|essay|story|poem|article|for|a|total|of)\s+){0,6}` + timesPat)
 	letterFreqRE = regexp.MustCompile(`letter\s+` + anyQuote + `?([a-z])` + anyQuote + `?\s+(?:(?:should|must|to|has|needs|appears?|occurs?|be|used|included|in|your|the|entire|response|answer)\s+){0,6}` + timesPat)
 	symbolRE     = regexp.MustCompile(relAny + `?\s*` + num + `\s+(?:or\s+more\s+)?(exclamation marks?|hashtags?|question marks?)`)
-	capWordsRE   = regexp.MustCompile(`(?:words?\s+(?:with|in)\s+all\s+capital\s+letters|all[- ]capital(?:ized)?\s+words|words?\s+(?:in\s+)?all\s+caps|capitalized\s+words|words?\s+that\s+are\s+(?:in\s+)?all\s+capital\s+letters|fully\s+capitalized\s+words)[^.\n]{0,40}?` + relAny + `\s+` + num + `(?:\s+times?)?|` + relAny + `\s+` + num + `\s+(?:words?\s+(?:in|with)\s+all\s+capital\s+letters|all[- ]capital(?:ized)?\s+words|words?\s+in\s+all\s+caps|capitalized\s+words|fully\s+capitalized)`)
 )
 
 // timesBound reads timesPat's groups starting at g: relation, number, "or
@@ -300,7 +325,7 @@ func timesBound(low string, m []int, g int) (lo, hi, eq int) {
 func frequencyRule(c *compiler) {
 	var words, letters []any
 	var srcs []string
-	for _, m := range wordFreqRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(wordFreqRE, []string{"word"}, 10, 150) {
 		w := ""
 		if m[2] >= 0 {
 			w = c.orig[m[2]:m[3]]
@@ -314,7 +339,7 @@ func frequencyRule(c *compiler) {
 		words = append(words, map[string]any{"word": w, "min": lo, "max": hi, "exactly": eq})
 		srcs = append(srcs, c.orig[m[0]:m[1]])
 	}
-	for _, m := range letterFreqRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(letterFreqRE, []string{"letter"}, 10, 120) {
 		lo, hi, eq := timesBound(c.low, m, 4)
 		if lo+hi+eq == 0 {
 			continue
@@ -322,7 +347,7 @@ func frequencyRule(c *compiler) {
 		letters = append(letters, map[string]any{"letter": c.low[m[2]:m[3]], "min": lo, "max": hi, "exactly": eq})
 		srcs = append(srcs, c.orig[m[0]:m[1]])
 	}
-	for _, m := range symbolRE.FindAllStringSubmatchIndex(c.low, -1) {
+	for _, m := range c.findNear(symbolRE, []string{"exclamation", "hashtag", "question mark"}, 40, 20) {
 		rel := "at least"
 		if m[2] >= 0 {
 			rel = c.low[m[2]:m[3]]
@@ -341,16 +366,6 @@ func frequencyRule(c *compiler) {
 			cfg["letters"] = letters
 		}
 		c.add("keywords", cfg, strings.Join(srcs, "; "))
-	}
-	if m := capWordsRE.FindStringSubmatchIndex(c.low); m != nil {
-		g := 2
-		if m[2] < 0 {
-			g = 6
-		}
-		lo, hi, eq := bound(c.low[m[g]:m[g+1]], parseNum(c.low[m[g+2]:m[g+3]]))
-		c.add("capital_words", map[string]any{"min": lo, "max": hi, "exactly": eq}, c.orig[m[0]:m[1]])
-		c.upperDone = true
-		return
 	}
 	// A sentence about words in capitals with a count: "those all-caps
 	// words should appear at most 10 times", "more than 4 words be in all
@@ -389,7 +404,7 @@ var (
 )
 
 func endPhraseRule(c *compiler) {
-	m := endLeadRE.FindStringIndex(c.low)
+	m := c.findNearOne(endLeadRE, []string{"end", "finish", "conclude", "last", "final"}, 60, 120)
 	if m == nil {
 		return
 	}
@@ -468,14 +483,14 @@ func caseRule(c *compiler) {
 	if !strings.Contains(c.low, "case") && !strings.Contains(c.low, "capital") && !strings.Contains(c.low, "caps") {
 		return
 	}
-	if m := lowerRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(lowerRE, []string{"lower", "capital"}, 40, 30); m != nil {
 		c.add("letter_case", map[string]any{"case": "lower"}, c.orig[m[0]:m[1]])
 		return
 	}
 	if c.upperDone {
 		return // "words with all capital letters at least N times"
 	}
-	if m := upperRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(upperRE, []string{"capital", "caps", "upper"}, 40, 30); m != nil {
 		// "words with all capital letters" is a frequency, not the case rule.
 		if strings.Contains(c.low[max(0, m[0]-20):m[0]], "word") {
 			return
@@ -487,7 +502,7 @@ func caseRule(c *compiler) {
 var commaRE = regexp.MustCompile(`(?:no\s+commas|without\s+(?:using\s+|any\s+|a\s+single\s+)*commas?|(?:not|never|n't|avoid|refrain from|forbidden to|prohibited from)\s+(?:\w+\s+){0,4}?(?:any\s+|a\s+single\s+)?commas?|commas?\s+(?:are|is)\s+(?:not\s+allowed|forbidden|prohibited|banned)|zero\s+commas)`)
 
 func commaRule(c *compiler) {
-	if m := commaRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(commaRE, []string{"comma"}, 60, 8); m != nil {
 		c.add("no_commas", map[string]any{}, c.orig[m[0]:m[1]])
 	}
 }
@@ -495,7 +510,7 @@ func commaRule(c *compiler) {
 var titleRE = regexp.MustCompile(`(?:title|heading|name)[^.\n]{0,60}<<|<<\s*title\s*>>|double\s+angular\s+brackets`)
 
 func titleRule(c *compiler) {
-	if m := titleRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(titleRE, []string{"<<", "angular"}, 80, 20); m != nil {
 		c.add("title", map[string]any{}, c.orig[m[0]:m[1]])
 	}
 }
@@ -503,7 +518,7 @@ func titleRule(c *compiler) {
 var bulletsRE = regexp.MustCompile(relAny + `?\s*` + num + `\s+(?:markdown\s+)?bullet(?:\s*points?|s|ed\s+(?:points|items|list items))?|bullet(?:ed)?\s+(?:point\s+)?list\s+(?:with|of)\s+` + relAny + `?\s*` + num + `\s+(?:items|points|bullets)`)
 
 func bulletsRule(c *compiler) {
-	m := bulletsRE.FindStringSubmatchIndex(c.low)
+	m := c.findNearOne(bulletsRE, []string{"bullet"}, 40, 60)
 	if m == nil {
 		return
 	}
@@ -521,20 +536,20 @@ func bulletsRule(c *compiler) {
 
 var (
 	sectionCountRE    = regexp.MustCompile(relAny + `?\s*` + num + `[\s-]+(?:\w+\s+)?(?:sections?|parts?|paragraphs?|chapters?)\b`)
-	sectionSplitterRE = regexp.MustCompile(`(?:mark|begin|start|label|denote|note|noted|indicate|title|number|name|head)[^\n.]{0,60}?(?:with|as|using|by)\s+(?:the\s+(?:word|text)\s+)?["'“]?([a-z]+)\s+(?:x|\d|\{|#|n\b|\[)|\(\s*([a-z]+)\s+1\s+and\s+[a-z]+\s+2\s*\)`)
+	sectionSplitterRE = regexp.MustCompile(`(?:mark|begin|start|label|denote|note|noted|indicate|title|number|name|head)[^\n.]{0,60}?(?:with|as|using|by)\s+(?:the\s+(?:word|text)\s+)?["'“]?([a-z]+)\s+(?:x|\d|\{|#|n\b|\[)|\(\s*([a-z]+)\s+1\s+and\s+[a-z]+\s+2\s*\)|["'“]([a-z]+)\s+1["'”]\s+and\s+["'“][a-z]+\s+2`)
 )
 
 func sectionsRule(c *compiler) {
-	sm := sectionSplitterRE.FindStringSubmatchIndex(c.low)
+	sm := c.findNearOne(sectionSplitterRE, []string{" x", " 1"}, 110, 24)
 	if sm == nil {
 		return
 	}
 	g := 2
-	if sm[2] < 0 {
-		g = 4
+	for g < len(sm)-2 && sm[g] < 0 {
+		g += 2
 	}
 	splitter := c.orig[sm[g]:sm[g+1]]
-	m := sectionCountRE.FindStringSubmatchIndex(c.low)
+	m := c.findNearOne(sectionCountRE, []string{"section", "part", "paragraph", "chapter"}, 40, 2)
 	if m == nil {
 		return
 	}
@@ -555,12 +570,12 @@ var (
 )
 
 func postscriptRule(c *compiler) {
-	if m := postscriptMarkerRE.FindStringSubmatchIndex(c.low); m != nil {
+	if m := c.findNearOne(postscriptMarkerRE, []string{"p.s", "p. s", "postscript", "post script", "p.p.s"}, 4, 80); m != nil {
 		marker := strings.ToUpper(strings.ReplaceAll(c.low[m[2]:m[3]], " ", ""))
 		c.add("postscript", map[string]any{"marker": marker}, c.orig[m[0]:m[1]])
 		return
 	}
-	if m := postscriptRE.FindStringIndex(c.low); m != nil {
+	if m := c.findNearOne(postscriptRE, []string{"p.s", "postscript", "post script"}, 30, 16); m != nil {
 		c.add("postscript", map[string]any{"marker": "P.S."}, c.orig[m[0]:m[1]])
 	}
 }
@@ -568,7 +583,7 @@ func postscriptRule(c *compiler) {
 var placeholdersRE = regexp.MustCompile(relAny + `?\s*` + num + `\s+placeholders?`)
 
 func placeholdersRule(c *compiler) {
-	m := placeholdersRE.FindStringSubmatchIndex(c.low)
+	m := c.findNearOne(placeholdersRE, []string{"placeholder"}, 40, 4)
 	if m == nil {
 		return
 	}
@@ -588,7 +603,7 @@ var (
 func highlightsRule(c *compiler) {
 	n, rel := 0, "at least"
 	var src string
-	if m := highlights2RE.FindStringSubmatchIndex(c.low); m != nil {
+	if m := c.findNearOne(highlights2RE, []string{"highlight", "italic", "bold"}, 80, 40); m != nil {
 		for g := 2; g+3 < len(m); g += 4 {
 			if m[g+2] >= 0 {
 				if m[g] >= 0 {
@@ -599,7 +614,7 @@ func highlightsRule(c *compiler) {
 			}
 		}
 		src = c.orig[m[0]:m[1]]
-	} else if m := highlightsRE.FindStringSubmatchIndex(c.low); m != nil {
+	} else if m := c.findNearOne(highlightsRE, []string{"highlight"}, 60, 80); m != nil {
 		n, src = 1, c.orig[m[0]:m[1]]
 		switch {
 		case m[4] >= 0:
@@ -682,7 +697,7 @@ var (
 func paragraphsRule(c *compiler) {
 	cfg := map[string]any{}
 	var src string
-	if m := parasDividerRE.FindStringSubmatchIndex(c.low); m != nil {
+	if m := c.findNearOne(parasDividerRE, []string{"***"}, 180, 180); m != nil {
 		g := 2
 		if m[2] < 0 {
 			g = 4
@@ -691,7 +706,7 @@ func paragraphsRule(c *compiler) {
 		cfg["divider"] = "***"
 		src = c.orig[m[0]:m[1]]
 	}
-	if m := nthFirstRE.FindStringSubmatchIndex(c.low); m != nil {
+	if m := c.findNearOne(nthFirstRE, []string{"paragraph"}, 40, 80); m != nil {
 		nth, last := 0, false
 		for _, g := range []int{2, 6, 12} {
 			if m[g] >= 0 {
@@ -711,7 +726,7 @@ func paragraphsRule(c *compiler) {
 			}
 		}
 		if _, ok := cfg["exactly"]; !ok {
-			if e := parasExactRE.FindStringSubmatchIndex(c.low); e != nil {
+			if e := c.findNearOne(parasExactRE, []string{"paragraph"}, 30, 2); e != nil {
 				cfg["exactly"] = parseNum(c.low[e[2]:e[3]])
 			}
 		}
@@ -723,7 +738,7 @@ func paragraphsRule(c *compiler) {
 		if nth > 0 && w != "" {
 			cfg["nth"], cfg["first_word"] = nth, firstWordOf(w)
 			if _, ok := cfg["exactly"]; !ok {
-				if e := parasExactRE.FindStringSubmatchIndex(c.low); e != nil {
+				if e := c.findNearOne(parasExactRE, []string{"paragraph"}, 30, 2); e != nil {
 					cfg["exactly"] = parseNum(c.low[e[2]:e[3]])
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/abadojack/whatlanggo"
@@ -209,29 +210,33 @@ type LanguageConfig struct {
 // ParseLanguage resolves an English language name or an ISO 639-1/-3
 // code to a whatlanggo language.
 func ParseLanguage(s string) (whatlanggo.Lang, bool) {
-	s = strings.ToLower(strings.TrimSpace(s))
-	if s == "" {
-		return 0, false
-	}
+	l, ok := languageTable()[strings.ToLower(strings.TrimSpace(s))]
+	return l, ok
+}
+
+// languageTable maps lower-case names and codes to languages. It is built
+// once: whatlanggo's code lookups build a map on every call.
+var languageTable = sync.OnceValue(func() map[string]whatlanggo.Lang {
+	t := map[string]whatlanggo.Lang{}
 	for l, name := range whatlanggo.Langs {
-		if strings.ToLower(name) == s || l.Iso6391() == s || l.Iso6393() == s {
-			return l, true
+		t[strings.ToLower(name)] = l
+		if c := l.Iso6391(); c != "" {
+			t[c] = l
+		}
+		if c := l.Iso6393(); c != "" {
+			t[c] = l
 		}
 	}
-	switch s { // names whatlanggo spells differently
-	case "farsi", "persian", "fa":
-		return whatlanggo.Pes, true
-	case "arabic", "ar":
-		return whatlanggo.Arb, true
-	case "punjabi", "pa":
-		return whatlanggo.Pan, true
-	case "nepali", "ne":
-		return whatlanggo.Nep, true
-	case "chinese", "mandarin", "zh":
-		return whatlanggo.Cmn, true
+	// names whatlanggo spells differently
+	for name, l := range map[string]whatlanggo.Lang{
+		"farsi": whatlanggo.Pes, "persian": whatlanggo.Pes, "fa": whatlanggo.Pes,
+		"arabic": whatlanggo.Arb, "ar": whatlanggo.Arb, "punjabi": whatlanggo.Pan, "pa": whatlanggo.Pan,
+		"nepali": whatlanggo.Nep, "ne": whatlanggo.Nep, "chinese": whatlanggo.Cmn, "mandarin": whatlanggo.Cmn, "zh": whatlanggo.Cmn,
+	} {
+		t[name] = l
 	}
-	return 0, false
-}
+	return t
+})
 
 func newLanguage(cfg any, _ *validator.Request) (validator.Validator, error) {
 	name := cfg.(*LanguageConfig).Language
