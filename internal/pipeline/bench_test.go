@@ -79,7 +79,7 @@ func BenchmarkDefaultStack(b *testing.B) {
 	})
 	b.Run("json_schema", func(b *testing.B) {
 		req := &validator.Request{
-			Messages: []validator.Message{{Role: "user", Content: "Parse the order."}},
+			Messages:       []validator.Message{{Role: "user", Content: "Parse the order."}},
 			ResponseFormat: &validator.ResponseFormat{Type: "json_schema", Schema: json.RawMessage(`{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string"},"qty":{"type":"integer","minimum":1},"note":{"type":"string"}},"required":["sku","qty"]}}},"required":["items"]}`)},
 		}
 		benchAttempt(b, p, req, benchJSON)
