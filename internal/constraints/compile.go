@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -35,9 +36,43 @@ func Compile(req *validator.Request) []Check {
 	}
 	var out []Check
 	for _, t := range texts {
-		out = append(out, compileText(t)...)
+		out = append(out, cachedText(t)...)
 	}
 	return merge(out)
+}
+
+// The compiled checks of a message text are cached: system prompts repeat
+// across requests. The cache is bounded (cleared when full) and holds only
+// texts up to cacheTextMax bytes. Cached checks are shared, so nothing may
+// modify them (merge copies before it combines).
+const (
+	cacheMax     = 4096
+	cacheTextMax = 16 << 10
+)
+
+var (
+	cacheMu sync.RWMutex
+	cache   = map[string][]Check{}
+)
+
+func cachedText(t string) []Check {
+	if len(t) > cacheTextMax {
+		return compileText(t)
+	}
+	cacheMu.RLock()
+	cs, ok := cache[t]
+	cacheMu.RUnlock()
+	if ok {
+		return cs
+	}
+	cs = compileText(t)
+	cacheMu.Lock()
+	if len(cache) >= cacheMax {
+		clear(cache)
+	}
+	cache[t] = cs
+	cacheMu.Unlock()
+	return cs
 }
 
 // CompileText compiles one instruction text.

@@ -849,7 +849,7 @@ func merge(cs []Check) []Check {
 				}
 				for k, v := range c.Config {
 					if old, has := out[i].Config[k]; has {
-						out[i].Config[k] = append(old.([]any), v.([]any)...)
+						out[i].Config[k] = append(append([]any{}, old.([]any)...), v.([]any)...)
 					} else {
 						out[i].Config[k] = v
 					}
@@ -860,6 +860,12 @@ func merge(cs []Check) []Check {
 			}
 		}
 		if !merged {
+			// a copy, so merging into it never touches a cached check
+			cfg := make(map[string]any, len(c.Config))
+			for k, v := range c.Config {
+				cfg[k] = v
+			}
+			c.Config = cfg
 			out = append(out, c)
 		}
 	}

@@ -93,17 +93,19 @@ func BenchmarkDefaultStack(b *testing.B) {
 }
 
 // benchCases builds n typical cases (chat, JSON and tool-call requests
-// with short answers) as JSONL.
+// with short answers) as JSONL. The system prompt repeats, as it does in
+// real traffic; user prompts differ per case (the number %d is the case
+// index), so the constraint cache only helps with the system prompt.
 func benchCases(n int) []byte {
 	templates := []string{
-		`{"id":"c%d","request":{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of Australia?"}]},"output":"The capital of Australia is Canberra. It was chosen as a compromise between Sydney and Melbourne and has been the seat of government since 1927."}`,
-		`{"id":"c%d","request":{"model":"m","messages":[{"role":"user","content":"Extract the person: Alice is 31"}],"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}}}},"output":"{\"name\": \"Alice\", \"age\": 31}"}`,
-		`{"id":"c%d","request":{"model":"m","messages":[{"role":"user","content":"Weather in Oslo?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]},"output":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`,
-		`{"id":"c%d","request":{"model":"m","messages":[{"role":"user","content":"Explain DNS in under 50 words."}]},"output":"DNS is the internet's phone book: it translates names like example.com into IP addresses. Your computer asks a resolver, which queries root, top-level-domain and authoritative servers in turn, then caches the answer."}`,
+		`{"id":"c%[1]d","request":{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of Australia? (question %[1]d)"}]},"output":"The capital of Australia is Canberra. It was chosen as a compromise between Sydney and Melbourne and has been the seat of government since 1927."}`,
+		`{"id":"c%[1]d","request":{"model":"m","messages":[{"role":"user","content":"Extract the person from record %[1]d: Alice is 31"}],"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}},"required":["name","age"]}}}},"output":"{\"name\": \"Alice\", \"age\": 31}"}`,
+		`{"id":"c%[1]d","request":{"model":"m","messages":[{"role":"user","content":"Weather in Oslo? ticket %[1]d"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]},"output":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}`,
+		`{"id":"c%[1]d","request":{"model":"m","messages":[{"role":"user","content":"Explain DNS in under %[2]d words."}]},"output":"DNS is the internet's phone book: it translates names like example.com into IP addresses. Your computer asks a resolver, which queries root, top-level-domain and authoritative servers in turn, then caches the answer."}`,
 	}
 	var buf bytes.Buffer
 	for i := range n {
-		fmt.Fprintf(&buf, templates[i%len(templates)], i)
+		fmt.Fprintf(&buf, templates[i%len(templates)], i, 50+i%100)
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes()
