@@ -278,7 +278,7 @@ func (l *language) decide() {
 	if letterCount(text) < 12 {
 		return // too little text to judge
 	}
-	info := whatlanggo.Detect(text)
+	info := whatlanggo.DetectWithOptions(text, whatlanggo.Options{Whitelist: candidates(l.want)})
 	if info.Lang == l.want || sameFamily(info.Lang, l.want) {
 		return
 	}
@@ -333,15 +333,47 @@ func letterCount(s string) int {
 	return n
 }
 
+// commonLangs are the languages an answer plausibly drifts into: the
+// check asks "is it the wanted language or one of these?", which costs a
+// fraction of scoring all 84 profiles and is what drift looks like.
+var commonLangs = []whatlanggo.Lang{
+	whatlanggo.Eng, whatlanggo.Spa, whatlanggo.Fra, whatlanggo.Deu, whatlanggo.Ita, whatlanggo.Por,
+	whatlanggo.Nld, whatlanggo.Rus, whatlanggo.Cmn, whatlanggo.Jpn, whatlanggo.Kor, whatlanggo.Arb,
+	whatlanggo.Hin, whatlanggo.Tur, whatlanggo.Pol, whatlanggo.Ind,
+}
+
+var candidateSets sync.Map // whatlanggo.Lang -> map[whatlanggo.Lang]bool
+
+func candidates(want whatlanggo.Lang) map[whatlanggo.Lang]bool {
+	if m, ok := candidateSets.Load(want); ok {
+		return m.(map[whatlanggo.Lang]bool)
+	}
+	m := map[whatlanggo.Lang]bool{want: true}
+	for _, l := range commonLangs {
+		m[l] = true
+	}
+	for _, p := range familyPairs {
+		if p[0] == want {
+			m[p[1]] = true
+		}
+		if p[1] == want {
+			m[p[0]] = true
+		}
+	}
+	v, _ := candidateSets.LoadOrStore(want, m)
+	return v.(map[whatlanggo.Lang]bool)
+}
+
 // sameFamily treats mutually intelligible pairs the trigram profiles
 // confuse on short text as one language.
+var familyPairs = [][2]whatlanggo.Lang{
+	{whatlanggo.Hin, whatlanggo.Mar}, {whatlanggo.Hin, whatlanggo.Nep}, {whatlanggo.Mar, whatlanggo.Nep},
+	{whatlanggo.Nob, whatlanggo.Dan}, {whatlanggo.Srp, whatlanggo.Hrv},
+	{whatlanggo.Ukr, whatlanggo.Rus}, {whatlanggo.Bul, whatlanggo.Mkd},
+}
+
 func sameFamily(a, b whatlanggo.Lang) bool {
-	pairs := [][2]whatlanggo.Lang{
-		{whatlanggo.Hin, whatlanggo.Mar}, {whatlanggo.Hin, whatlanggo.Nep}, {whatlanggo.Mar, whatlanggo.Nep},
-		{whatlanggo.Nob, whatlanggo.Dan}, {whatlanggo.Srp, whatlanggo.Hrv},
-		{whatlanggo.Ukr, whatlanggo.Rus}, {whatlanggo.Bul, whatlanggo.Mkd},
-	}
-	for _, p := range pairs {
+	for _, p := range familyPairs {
 		if (p[0] == a && p[1] == b) || (p[0] == b && p[1] == a) {
 			return true
 		}
