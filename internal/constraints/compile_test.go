@@ -84,6 +84,8 @@ func TestCompileBenign(t *testing.T) {
 		"I wrote 300 words yesterday; how many pages is that?",
 		"Tell me about the numpy library.",
 		"In my language class we read French novels. Recommend three.",
+		"contains keyword validation",
+		"The parser includes the word list from the dictionary file.",
 	}
 	for _, p := range prompts {
 		if cs := CompileText(p); len(cs) > 0 && p != "What does 'at least 50 words' mean in an essay prompt?" {

@@ -212,6 +212,39 @@ func languageRule(c *compiler) {
 	}
 }
 
+var (
+	// imperativeRE: the verb at i is an instruction when the sentence
+	// starts with it or a modal precedes it.
+	modalRE   = regexp.MustCompile(`(?:must|should|shall|will|need to|needs to|have to|has to|make sure(?: to| that| you)?|be sure to|ensure(?: that| you)?|please|to|also|and|then|you)\s+(?:\w+\s+)?$`)
+	requestRE = regexp.MustCompile(`\b(?:write|create|give|generate|compose|draft|make|produce|answer|respond|reply|list|tell|explain|describe|provide|summari[sz]e|rewrite|your (?:response|answer|reply|output|essay|story|poem|post|email|letter))\b`)
+)
+
+// isRequest reports whether the verb at offset i reads as an instruction
+// about the response: the sentence opens with it, a modal or "to"
+// precedes it, or its sentence asks for something (write, give, your
+// response) so that "that includes X" describes the requested output.
+func (c *compiler) isRequest(i int) bool {
+	start := strings.LastIndexAny(c.low[:i], ".!?\n") + 1
+	before := strings.TrimSpace(c.low[start:i])
+	verb := c.low[i:]
+	if j := strings.IndexAny(verb, " \t\n"); j >= 0 {
+		verb = verb[:j]
+	}
+	// a base-form verb ("include", not "includes"/"including") is an
+	// imperative at the start of a sentence or after a modal.
+	base := !strings.HasSuffix(verb, "s") && !strings.HasSuffix(verb, "ing")
+	if base && (before == "" || modalRE.MatchString(c.low[start:i])) {
+		return true
+	}
+	end := strings.IndexAny(c.low[i:], ".!?\n")
+	if end < 0 {
+		end = len(c.low)
+	} else {
+		end += i
+	}
+	return requestRE.MatchString(c.low[start:end])
+}
+
 // languageWords returns the language names that occur in the text (the
 // keywords for the language rule's windows).
 func (c *compiler) languageWords() []string {
@@ -270,6 +303,9 @@ func includeRule(c *compiler) {
 			pre := c.low[max(0, m[0]-14):m[0]]
 			if strings.Contains(pre, "not ") || strings.Contains(pre, "n't ") || strings.Contains(pre, "avoid") || strings.Contains(pre, "without") || strings.Contains(pre, "never") {
 				continue
+			}
+			if !c.isRequest(m[0]) {
+				continue // "contains keyword validation": a description, not an instruction
 			}
 			items := listItems(c.orig[m[2]:m[3]])
 			if re == include3RE {
