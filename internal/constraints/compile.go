@@ -191,6 +191,17 @@ var (
 var lengthUnits = []string{"word", "sentence", "char", "letter", "paragraph"}
 
 func lengthRule(c *compiler) {
+	spans := c.spans(lengthUnits, 60, 24)
+	kept := spans[:0]
+	for _, sp := range spans {
+		if hasNumber(c.low[sp[0]:sp[1]]) {
+			kept = append(kept, sp)
+		}
+	}
+	if len(kept) == 0 {
+		return
+	}
+	spans = kept
 	add := func(unit string, lo, hi, eq int, src string) {
 		switch {
 		case strings.HasPrefix(unit, "word"):
@@ -228,7 +239,7 @@ func lengthRule(c *compiler) {
 			}
 		}
 	}
-	for _, m := range c.findNear(relUnitRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(relUnitRE, spans) {
 		rel, n, unit := c.low[m[2]:m[3]], parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
 		if n == 0 {
 			continue
@@ -244,7 +255,7 @@ func lengthRule(c *compiler) {
 		lo, hi, eq := bound(rel, n)
 		add(unit, lo, hi, eq, c.orig[m[0]:m[1]])
 	}
-	for _, m := range c.findNear(unitOrRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(unitOrRE, spans) {
 		n, unit, dir := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
 		if dir == "more" || dir == "longer" {
 			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
@@ -252,7 +263,7 @@ func lengthRule(c *compiler) {
 			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range c.findNear(orUnitRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(orUnitRE, spans) {
 		n, dir, unit := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
 		if dir == "more" {
 			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
@@ -260,20 +271,20 @@ func lengthRule(c *compiler) {
 			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range c.findNear(rangeRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(rangeRE, spans) {
 		lo, hi, unit := parseNum(c.low[m[2]:m[3]]), parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
 		if lo > 0 && hi >= lo {
 			add(unit, lo, 0, 0, c.orig[m[0]:m[1]])
 			add(unit, 0, hi, 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range c.findNear(notLongerRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(notLongerRE, spans) {
 		add(c.low[m[4]:m[5]], 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 	}
-	for _, m := range c.findNear(plusWordsRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(plusWordsRE, spans) {
 		add(c.low[m[4]:m[5]], parseNum(c.low[m[2]:m[3]]), 0, 0, c.orig[m[0]:m[1]])
 	}
-	for _, m := range c.findNear(inNSentRE, lengthUnits, 60, 24) {
+	for _, m := range c.findIn(inNSentRE, spans) {
 		add("sentence", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 	}
 	for _, m := range c.findNear(wordLimitRE, []string{"limit"}, 24, 40) {
@@ -288,6 +299,11 @@ func lengthRule(c *compiler) {
 // them over a whole prompt costs far more than over the few places where
 // their keyword occurs.
 func (c *compiler) findNear(re *regexp.Regexp, kws []string, before, after int) [][]int {
+	return c.findIn(re, c.spans(kws, before, after))
+}
+
+// spans returns the merged windows around the keywords.
+func (c *compiler) spans(kws []string, before, after int) [][2]int {
 	var spans [][2]int
 	for _, kw := range kws {
 		for off := 0; ; {
@@ -320,8 +336,14 @@ func (c *compiler) findNear(re *regexp.Regexp, kws []string, before, after int) 
 		}
 		merged = append(merged, s)
 	}
+	return merged
+}
+
+// findIn runs re over each span and returns its submatch indices in the
+// whole text.
+func (c *compiler) findIn(re *regexp.Regexp, spans [][2]int) [][]int {
 	var out [][]int
-	for _, s := range merged {
+	for _, s := range spans {
 		for _, m := range re.FindAllStringSubmatchIndex(c.low[s[0]:s[1]], -1) {
 			for k := range m {
 				if m[k] >= 0 {
@@ -332,6 +354,32 @@ func (c *compiler) findNear(re *regexp.Regexp, kws []string, before, after int) 
 		}
 	}
 	return out
+}
+
+// hasNumber reports whether s holds a digit or a number word.
+func hasNumber(s string) bool {
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			return true
+		}
+		if i < len(s) && s[i] >= 'a' && s[i] <= 'z' {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			if _, ok := numWords[s[start:i]]; ok {
+				return true
+			}
+			if s[start:i] == "dozen" || s[start:i] == "single" {
+				return true
+			}
+		}
+		start = -1
+	}
+	return false
 }
 
 // findNearOne is findNear's first match, or nil.
