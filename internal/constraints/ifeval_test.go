@@ -212,17 +212,15 @@ var ifevalChecks = map[string]func(kw map[string]any, cs []Check) bool{
 // floors are the minimum detection rates the test holds the compiler to:
 // a regression guard a few points under the rates measured when the rules
 // were written (the measured rates are logged with -v).
-const defaultFloor = 0.8
+const defaultFloor = 0.8 // every other type
 
 var floors = map[string]float64{
 	"change_case:capital_word_frequency":     0.6,
-	"combination:repeat_prompt":              0.65,
-	"combination:two_responses":              0.6,
+	"change_case:english_capital":            0.75,
 	"detectable_format:constrained_response": 0.6,
-	"keywords:forbidden_words":               0.7,
+	"keywords:forbidden_words":               0.75,
 	"keywords:frequency":                     0.7,
 	"keywords:letter_frequency":              0.7,
-	"length_constraints:number_paragraphs":   0.6,
 	"language:response_language":             0.85, // Swahili: whatlanggo has no Swahili profile
 }
 

@@ -683,10 +683,19 @@ func twoResponsesRule(c *compiler) {
 	}
 	if m := twoRE.FindStringIndex(c.low); m != nil {
 		c.add("two_responses", map[string]any{}, c.orig[m[0]:m[1]])
+		return
+	}
+	// "Separate the essay and the poem with 6 asterisk symbols": a
+	// separator between two named parts.
+	for _, sent := range sentences(c.low) {
+		if sixStarsRE.MatchString(sent.text) && strings.Contains(sent.text, "separat") {
+			c.add("two_responses", map[string]any{}, c.orig[sent.start:sent.end])
+			return
+		}
 	}
 }
 
-var repeatRE = regexp.MustCompile(`repeat\s+(?:the\s+|my\s+|this\s+|your\s+)?(?:exact\s+|original\s+|following\s+)?(?:request|question|prompt|instructions?|sentence|query|task)s?(?:\s+(above|below))?(?:\s+(?:word\s+for\s+word|exactly|verbatim|without\s+change|first))?`)
+var repeatRE = regexp.MustCompile(`repeat\s+(?:all\s+|the\s+|my\s+|this\s+|your\s+)?(?:exact\s+|original\s+|following\s+|entire\s+|whole\s+|first\s+)*(?:request|question|prompt|instructions?|sentence|query|task|text|line)s?(?:\s+(above|below))?(?:\s+(?:word\s+(?:for|by)\s+word|exactly|verbatim|without\s+change|first))?`)
 
 // repeatRule: "first repeat the request (above|below) word for word". The
 // text to repeat is the rest of the message: before the asking sentence,
@@ -697,12 +706,20 @@ func repeatRule(c *compiler) {
 		return
 	}
 	var text string
-	if m[2] >= 0 && c.low[m[2]:m[3]] == "below" {
-		end := strings.IndexByte(c.orig[m[1]:], '\n')
-		if end < 0 {
+	if strings.Contains(c.low[m[0]:m[1]], "first line") {
+		line, _, _ := strings.Cut(c.orig, "\n")
+		text = line
+	} else if m[2] >= 0 && c.low[m[2]:m[3]] == "below" {
+		// the request is the last paragraph, after the asking one
+		rest := c.orig[m[1]:]
+		i := strings.LastIndex(rest, "\n\n")
+		if i < 0 {
+			i = strings.IndexByte(rest, '\n')
+		}
+		if i < 0 {
 			return
 		}
-		text = c.orig[m[1]+end:]
+		text = rest[i:]
 	} else {
 		start := strings.LastIndexAny(c.orig[:m[0]], "\n")
 		if start < 0 {
@@ -724,7 +741,7 @@ func repeatRule(c *compiler) {
 }
 
 var (
-	parasDividerRE = regexp.MustCompile(num + `\s+(?:paragraphs?|sections?|parts?)[^\n]{0,160}?\*\*\*|\*\*\*[^\n]{0,160}?` + num + `\s+(?:paragraphs?|sections?|parts?)`)
+	parasDividerRE = regexp.MustCompile(num + `\s+(?:paragraphs?|sections?|parts?|stanzas?|verses?|chapters?)[^\n]{0,160}?\*\*\*|\*\*\*[^\n]{0,160}?` + num + `\s+(?:paragraphs?|sections?|parts?|stanzas?|verses?|chapters?)`)
 	parasExactRE   = regexp.MustCompile(`(?:exactly|have|of|in|with|into|write|contain|be)\s+` + num + `\s+paragraphs?`)
 	nthFirstRE     = regexp.MustCompile(`(?:(?:(\d+)(?:st|nd|rd|th)|(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final|very first))\s+paragraph|paragraph\s+(\d+))\s+(?:must|should|has to|needs to|will|to)?\s*(?:start|begin)s?\s+with\s+(?:the\s+)?(?:word\s+)?` + wordOrQuot + `|(?:start|begin)\s+the\s+(?:(\d+)(?:st|nd|rd|th)|(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|last|final))\s+paragraph\s+with\s+(?:the\s+)?(?:word\s+)?` + wordOrQuot)
 	ordinals       = map[string]int{"first": 1, "very first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10}
@@ -741,6 +758,24 @@ func paragraphsRule(c *compiler) {
 		cfg["exactly"] = parseNum(c.low[m[g]:m[g+1]])
 		cfg["divider"] = "***"
 		src = c.orig[m[0]:m[1]]
+	}
+	if _, ok := cfg["exactly"]; !ok {
+		// a format template: "[part 1] *** [part 2] *** [part 3]", with
+		// the divider on lines of its own and no "..." continuation.
+		dividers, open := 0, false
+		for _, l := range strings.Split(c.low, "\n") {
+			switch t := strings.TrimSpace(l); {
+			case t == "***":
+				dividers++
+			case t == "..." || strings.HasPrefix(t, "... "):
+				open = true
+			}
+		}
+		if dividers >= 2 && !open {
+			cfg["exactly"] = dividers + 1
+			cfg["divider"] = "***"
+			src = "format template with *** dividers"
+		}
 	}
 	if m := c.findNearOne(nthFirstRE, []string{"paragraph"}, 40, 80); m != nil {
 		nth, last := 0, false
