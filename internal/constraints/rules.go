@@ -83,12 +83,12 @@ var (
 	// "do not include the keywords X, Y", "avoid the words X and Y",
 	// "must not contain the word "rich"", "without using the word X".
 	forbidRE  = regexp.MustCompile(`(?:do not|don't|dont|never|must not|should not|avoid|without|refrain from|not allowed to|cannot|can't|not)\s+(?:\w+\s+){0,2}?(?:use|using|include|including|say|saying|mention|mentioning|write|writing|contain|containing|have|having)\s+(?:any\s+of\s+)?(?:the\s+|these\s+|any\s+)?(?:following\s+)?(?:(?:key)?words?|terms?|phrases?|names?)?\s*:?\s*(` + listPat + `)`)
-	forbid2RE = regexp.MustCompile(`(?:the\s+)?(?:key)?words?\s+(` + listPat + `)\s+(?:should|must|may|can)\s*(?:not|never)\s+(?:appear|be used|be included|be mentioned|occur|show up)`)
+	forbid2RE = regexp.MustCompile(`(?:the\s+)?(?:key)?words?\s+(` + listPat + `)\s+(?:(?:should|must|may|can|does|do)\s*(?:not|never)|\w+n't)\s+(?:appear|be used|be included|be mentioned|be in|be part of|be present|occur|show up)`)
 	forbid3RE = regexp.MustCompile(`(?:avoid|without|no)\s+(?:the\s+|these\s+|any\s+(?:of\s+the\s+)?)?(?:following\s+)?(?:key)?words?\s*:?\s*(` + listPat + `)`)
 	mentionRE = regexp.MustCompile(`(?:do not|don't|dont|never|must not|should not|avoid)\s+(?:mention|mentioning|talk about|bring up|reference)\s+(?:the\s+|any\s+)?(?:(?:key)?words?\s+|terms?\s+|names?\s+)?(` + listPat + `)`)
 )
 
-const wordOrQuotList = anyQuote + `[^"'“”‘’\n]{1,60}` + anyQuote + `(?:\s*(?:,|or|and|, and|, or)\s*` + anyQuote + `[^"'“”‘’\n]{1,60}` + anyQuote + `)*|[\p{L}\d_\-]+(?:\s*(?:,|or|and|, and|, or)\s*[\p{L}\d_\-]+)*`
+const wordOrQuotList = anyQuote + `[^"'“”‘’\n]{1,60}` + anyQuote + `(?:\s*(?:, and|, or|,|or|and)\s*` + anyQuote + `[^"'“”‘’\n]{1,60}` + anyQuote + `)*|[\p{L}\d_\-]+(?:\s*(?:, and|, or|,|or|and)\s+[\p{L}\d_\-]+|,\s*[\p{L}\d_\-]+)*`
 
 // listPat is a list of quoted items, a bracketed list, or bare words
 // joined by commas, "and" and "or".
@@ -100,7 +100,7 @@ var quotedItemRE = regexp.MustCompile(anyQuote + `([^"'“”‘’\n]{1,60})` +
 // belong to other rules (commas, capital letters) or are too vague.
 var stopTerms = map[string]bool{"any": true, "commas": true, "comma": true, "capital": true, "capitals": true, "uppercase": true,
 	"lowercase": true, "markdown": true, "bullet": true, "bullets": true, "the": true, "a": true, "more": true, "other": true,
-	"words": true, "word": true, "letters": true, "punctuation": true, "code": true, "it": true, "this": true, "that": true,
+	"words": true, "word": true, "keyword": true, "keywords": true, "letters": true, "punctuation": true, "code": true, "it": true, "this": true, "that": true,
 	"them": true, "in": true, "your": true, "to": true, "language": true, "english": true, "numbers": true, "emojis": true,
 	"headers": true, "jargon": true, "technical": true, "bold": true, "lists": true, "list": true, "quotes": true, "quotation": true,
 	"double": true, "single": true, "exclamation": true, "external": true, "abbreviations": true, "contractions": true,
@@ -526,6 +526,24 @@ func caseRule(c *compiler) {
 	if c.upperDone {
 		return // "words with all capital letters at least N times"
 	}
+	// Sentence level: a mention of letter case, a whole-response cue, no
+	// count (a count belongs to capital_words).
+	for _, sent := range sentences(c.low) {
+		t := sent.text
+		if !caseWordRE.MatchString(t) || !wholeCueRE.MatchString(t) || countCueRE.MatchString(t) {
+			continue
+		}
+		lower := strings.Contains(t, "lowercase") || strings.Contains(t, "lower case") || strings.Contains(t, "lowercased")
+		negCap := negCapRE.MatchString(t)
+		switch {
+		case (lower && !strings.Contains(t, "no lowercase") && !strings.Contains(t, "contain lowercase")) || negCap:
+			c.add("letter_case", map[string]any{"case": "lower"}, c.orig[sent.start:sent.end])
+			return
+		case strings.Contains(t, "capital") || strings.Contains(t, "upper") || strings.Contains(t, "caps") || strings.Contains(t, "lowercase"):
+			c.add("letter_case", map[string]any{"case": "upper"}, c.orig[sent.start:sent.end])
+			return
+		}
+	}
 	if m := c.findNearOne(upperRE, []string{"capital", "caps", "upper"}, 40, 30); m != nil {
 		// "words with all capital letters" is a frequency, not the case rule.
 		if strings.Contains(c.low[max(0, m[0]-20):m[0]], "word") {
@@ -534,6 +552,13 @@ func caseRule(c *compiler) {
 		c.add("letter_case", map[string]any{"case": "upper"}, c.orig[m[0]:m[1]])
 	}
 }
+
+var (
+	caseWordRE = regexp.MustCompile(`capital|upper\s?case|lower\s?case|lowercased|\bcaps\b`)
+	wholeCueRE = regexp.MustCompile(`\b(?:all|every|entire|whole|only|not a single|no)\b`)
+	countCueRE = regexp.MustCompile(`\btimes?\b|at least|at most|less than|fewer than|more than|\b\d+\b`)
+	negCapRE   = regexp.MustCompile(`(?:without|no|not|n't|never)\s+(?:\w+\s+){0,6}?(?:capital|capitali[sz]ed|upper\s?case)`)
+)
 
 var commaRE = regexp.MustCompile(`(?:no\s+commas|without\s+(?:using\s+|any\s+|a\s+single\s+)*commas?|(?:not|never|n't|avoid|refrain from|forbidden to|prohibited from)\s+(?:\w+\s+){0,4}?(?:any\s+|a\s+single\s+)?commas?|commas?\s+(?:are|is)\s+(?:not\s+allowed|forbidden|prohibited|banned)|zero\s+commas)`)
 
