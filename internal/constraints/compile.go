@@ -150,10 +150,6 @@ const (
 	relMin     = `(?:at least|no less than|no fewer than|a minimum of|minimum of|min(?:imum)?)`
 	relAbove   = `(?:more than|over|exceeding)`
 	relAny     = `(` + relMax + `|` + relBelow + `|` + relMin + `|` + relAbove + `|exactly)`
-	unitWords  = `words?`
-	unitSent   = `sentences?`
-	unitChars  = `(?:characters?|chars|letters)`
-	unitParas  = `paragraphs?`
 	anyQuote   = `["'“”‘’]`
 	wordOrQuot = `(?:` + anyQuote + `([^"'“”‘’\n]{1,80})` + anyQuote + `|([\p{L}\d_\-]+))`
 )
@@ -178,30 +174,10 @@ var (
 	relBelowRE  = regexp.MustCompile(`^` + relBelow + `$`)
 	relAboveRE  = regexp.MustCompile(`^` + relAbove + `$`)
 	relMinRE    = regexp.MustCompile(`^` + relMin + `$`)
-	relUnitRE   = regexp.MustCompile(relAny + `\s+(?:a\s+total\s+of\s+)?` + num + `\s+(?:\w+\s+)?(` + unitWords + `|` + unitSent + `|` + unitChars + `|` + unitParas + `)\b`)
-	unitOrRE    = regexp.MustCompile(num + `\s+(` + unitWords + `|` + unitSent + `|` + unitChars + `|` + unitParas + `)\s+or\s+(less|fewer|more|shorter|longer)`)
-	orUnitRE    = regexp.MustCompile(num + `\s+or\s+(more|less|fewer)\s+(` + unitWords + `|` + unitSent + `|` + unitParas + `)\b`)
-	rangeRE     = regexp.MustCompile(`\b(\d{1,6})\s*(?:to|-|–)\s*(\d{1,6})\s+(` + unitWords + `|` + unitSent + `)\b`)
-	notLongerRE = regexp.MustCompile(`(?:not|n't|no)\s+(?:\w+\s+){0,3}?(?:longer|more)\s+than\s+` + num + `\s+(` + unitWords + `|` + unitSent + `|` + unitChars + `)\b`)
-	plusWordsRE = regexp.MustCompile(`\b(\d{1,6})\+\s*(words?|sentences?)`)
-	inNSentRE   = regexp.MustCompile(`\b(?:in|with|using|of|use)\s+(?:only\s+|just\s+)?` + num + `\s+(sentences?)\b`)
 	wordLimitRE = regexp.MustCompile(`(?:word (?:limit|count)(?: of)?|limit (?:of|to))\s*:?\s*` + num + `(?:\s+words)?`)
 )
 
-var lengthUnits = []string{"word", "sentence", "char", "letter", "paragraph"}
-
 func lengthRule(c *compiler) {
-	spans := c.spans(lengthUnits, 60, 24)
-	kept := spans[:0]
-	for _, sp := range spans {
-		if hasNumber(c.low[sp[0]:sp[1]]) {
-			kept = append(kept, sp)
-		}
-	}
-	if len(kept) == 0 {
-		return
-	}
-	spans = kept
 	add := func(unit string, lo, hi, eq int, src string) {
 		switch {
 		case strings.HasPrefix(unit, "word"):
@@ -239,57 +215,227 @@ func lengthRule(c *compiler) {
 			}
 		}
 	}
-	for _, m := range c.findIn(relUnitRE, spans) {
-		rel, n, unit := c.low[m[2]:m[3]], parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
-		if n == 0 {
+	toks := tokenize(c.low)
+	for u, t := range toks {
+		unit, ok := lengthUnit(t.s)
+		if !ok {
 			continue
 		}
-		// "the letter q at least 3 times" and "words with all capital
-		// letters" belong to other rules.
-		if strings.HasPrefix(unit, "letter") && strings.Contains(c.low[m[1]:min(len(c.low), m[1]+20)], "times") {
+		src := func(from int) string { return c.orig[toks[from].start:t.end] }
+		// "the letter q ... times", "words with all capital letters": other rules.
+		if unit == "letter" && (u > 0 && (toks[u-1].s == "capital" || toks[u-1].s == "lowercase") || c.near(t.end, 30, "times", "appear")) {
 			continue
 		}
-		if strings.HasPrefix(unit, "paragraph") && strings.Contains(c.low, "***") {
+		if unit == "paragraph" && strings.Contains(c.low, "***") {
 			continue // paragraphs with a divider: the paragraphs rule
 		}
-		lo, hi, eq := bound(rel, n)
-		add(unit, lo, hi, eq, c.orig[m[0]:m[1]])
-	}
-	for _, m := range c.findIn(unitOrRE, spans) {
-		n, unit, dir := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
-		if dir == "more" || dir == "longer" {
-			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
-		} else {
-			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
+		k := u - 1
+		if k >= 0 && parseNum(strings.TrimSuffix(toks[k].s, "+")) == 0 && k-1 >= 0 && parseNum(toks[k-1].s) > 0 && !isRelWord(toks[k].s) {
+			k-- // one adjective between: "50 short words"
+		}
+		if k < 0 {
+			continue
+		}
+		n := parseNum(strings.TrimSuffix(toks[k].s, "+"))
+		if n == 0 {
+			// "N or more words" has "more" before the unit: handled from the number.
+			continue
+		}
+		// "20 to 25 sentences", "20-25 sentences"
+		lo, from := 0, k
+		switch {
+		case k-2 >= 0 && (toks[k-1].s == "to" || toks[k-1].s == "and") && parseNum(toks[k-2].s) > 0:
+			lo, from = parseNum(toks[k-2].s), k-2
+		case k-1 >= 0 && parseNum(toks[k-1].s) > 0 && (c.low[toks[k-1].end:toks[k].start] == "-" || c.low[toks[k-1].end:toks[k].start] == "–"):
+			lo, from = parseNum(toks[k-1].s), k-1
+		}
+		if lo > 0 && n >= lo {
+			add(unit, lo, 0, 0, src(from))
+			add(unit, 0, n, 0, src(from))
+			continue
+		}
+		if strings.HasSuffix(toks[k].s, "+") {
+			add(unit, n, 0, 0, src(k))
+			continue
+		}
+		// "N words or fewer"
+		if u+2 < len(toks) && toks[u+1].s == "or" {
+			switch toks[u+2].s {
+			case "less", "fewer", "shorter":
+				add(unit, 0, n, 0, src(k))
+				continue
+			case "more", "longer":
+				add(unit, n, 0, 0, src(k))
+				continue
+			}
+		}
+		rel, from := relationBefore(c, toks, k)
+		switch {
+		case rel == "":
+			// "in 2 sentences", "use only 10 words": a maximum for sentences
+			// and words only when led by in/with/using.
+			if k-1 >= 0 && (unit == "sentence" || unit == "word") {
+				j := k - 1
+				if toks[j].s == "only" || toks[j].s == "just" || toks[j].s == "a" {
+					j--
+				}
+				if j >= 0 && (toks[j].s == "in" || toks[j].s == "with" || toks[j].s == "using" || toks[j].s == "use") && unit == "sentence" {
+					add(unit, 0, n, 0, src(j))
+				}
+			}
+		case rel == "negmore":
+			add(unit, 0, n, 0, src(from))
+		default:
+			lo, hi, eq := bound(rel, n)
+			add(unit, lo, hi, eq, src(from))
 		}
 	}
-	for _, m := range c.findIn(orUnitRE, spans) {
-		n, dir, unit := parseNum(c.low[m[2]:m[3]]), c.low[m[4]:m[5]], c.low[m[6]:m[7]]
-		if dir == "more" {
-			add(unit, n, 0, 0, c.orig[m[0]:m[1]])
-		} else {
-			add(unit, 0, n, 0, c.orig[m[0]:m[1]])
+	// "N or more words", "N or fewer sentences"
+	for k := 0; k+3 < len(toks); k++ {
+		n := parseNum(toks[k].s)
+		if n == 0 || toks[k+1].s != "or" {
+			continue
+		}
+		unit, ok := lengthUnit(toks[k+3].s)
+		if !ok {
+			continue
+		}
+		src := c.orig[toks[k].start:toks[k+3].end]
+		switch toks[k+2].s {
+		case "more":
+			add(unit, n, 0, 0, src)
+		case "less", "fewer":
+			add(unit, 0, n, 0, src)
 		}
 	}
-	for _, m := range c.findIn(rangeRE, spans) {
-		lo, hi, unit := parseNum(c.low[m[2]:m[3]]), parseNum(c.low[m[4]:m[5]]), c.low[m[6]:m[7]]
-		if lo > 0 && hi >= lo {
-			add(unit, lo, 0, 0, c.orig[m[0]:m[1]])
-			add(unit, 0, hi, 0, c.orig[m[0]:m[1]])
+	if strings.Contains(c.low, "limit") {
+		for _, m := range c.findNear(wordLimitRE, []string{"limit"}, 24, 40) {
+			add("word", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
 		}
 	}
-	for _, m := range c.findIn(notLongerRE, spans) {
-		add(c.low[m[4]:m[5]], 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+}
+
+// token is a word of the lower-cased text with its offsets.
+type token struct {
+	s          string
+	start, end int
+}
+
+// tokenize splits on everything but letters, digits, apostrophes and a
+// trailing "+" ("300+").
+func tokenize(s string) []token {
+	var out []token
+	start := -1
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			b := s[i]
+			if b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '\'' || (b == '+' && start >= 0) {
+				if start < 0 {
+					start = i
+				}
+				continue
+			}
+		}
+		if start >= 0 {
+			out = append(out, token{s[start:i], start, i})
+			start = -1
+		}
 	}
-	for _, m := range c.findIn(plusWordsRE, spans) {
-		add(c.low[m[4]:m[5]], parseNum(c.low[m[2]:m[3]]), 0, 0, c.orig[m[0]:m[1]])
+	return out
+}
+
+func lengthUnit(w string) (string, bool) {
+	switch w {
+	case "word", "words":
+		return "word", true
+	case "sentence", "sentences":
+		return "sentence", true
+	case "character", "characters", "chars", "letters":
+		return "char", true
+	case "paragraph", "paragraphs":
+		return "paragraph", true
 	}
-	for _, m := range c.findIn(inNSentRE, spans) {
-		add("sentence", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+	return "", false
+}
+
+// relations, longest first; each is matched against the words before the
+// number.
+var relations = [][]string{
+	{"no", "more", "than"}, {"not", "more", "than"}, {"no", "longer", "than"}, {"not", "longer", "than"},
+	{"no", "less", "than"}, {"no", "fewer", "than"}, {"a", "maximum", "of"}, {"a", "minimum", "of"},
+	{"not", "exceeding"}, {"not", "exceed"}, {"at", "most"}, {"at", "least"}, {"maximum", "of"}, {"minimum", "of"},
+	{"up", "to"}, {"fewer", "than"}, {"less", "than"}, {"more", "than"}, {"shorter", "than"}, {"longer", "than"},
+	{"under"}, {"below"}, {"within"}, {"over"}, {"exceeding"}, {"exactly"}, {"maximum"}, {"max"}, {"minimum"}, {"min"},
+}
+
+func isRelWord(w string) bool {
+	for _, r := range relations {
+		if r[len(r)-1] == w {
+			return true
+		}
 	}
-	for _, m := range c.findNear(wordLimitRE, []string{"limit"}, 24, 40) {
-		add("word", 0, parseNum(c.low[m[2]:m[3]]), 0, c.orig[m[0]:m[1]])
+	return false
+}
+
+// relationBefore reads the relation phrase that ends just before token k
+// (skipping "a total of"), and returns it as bound() expects, or "negmore"
+// for "not ... longer/more than N" ("I don't want anything longer than 30
+// words"), with the index of its first token.
+func relationBefore(c *compiler, toks []token, k int) (string, int) {
+	j := k
+	if j-3 >= 0 && toks[j-3].s == "a" && toks[j-2].s == "total" && toks[j-1].s == "of" {
+		j -= 3
 	}
+	for _, r := range relations {
+		if j-len(r) < 0 {
+			continue
+		}
+		ok := true
+		for i, w := range r {
+			if toks[j-len(r)+i].s != w {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		from := j - len(r)
+		// the phrase must be contiguous text: no sentence break inside
+		if strings.ContainsAny(c.low[toks[from].start:toks[k].start], ".!?\n") {
+			return "", k
+		}
+		rel := strings.Join(r, " ")
+		if rel == "more than" || rel == "longer than" {
+			for i := max(0, from-4); i < from; i++ {
+				if w := toks[i].s; w == "not" || w == "no" || strings.HasSuffix(w, "n't") {
+					return "negmore", i
+				}
+			}
+			if rel == "longer than" {
+				return "more than", from
+			}
+		}
+		switch rel {
+		case "no longer than", "not longer than", "shorter than", "not exceeding", "not exceed", "maximum", "max":
+			rel = "at most"
+		case "minimum", "min":
+			rel = "at least"
+		}
+		return rel, from
+	}
+	return "", k
+}
+
+// near reports whether one of the words occurs within n bytes after i.
+func (c *compiler) near(i, n int, words ...string) bool {
+	w := c.low[i:min(len(c.low), i+n)]
+	for _, x := range words {
+		if strings.Contains(w, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // findNear runs re only over windows of the text around the keywords
@@ -354,32 +500,6 @@ func (c *compiler) findIn(re *regexp.Regexp, spans [][2]int) [][]int {
 		}
 	}
 	return out
-}
-
-// hasNumber reports whether s holds a digit or a number word.
-func hasNumber(s string) bool {
-	start := -1
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			return true
-		}
-		if i < len(s) && s[i] >= 'a' && s[i] <= 'z' {
-			if start < 0 {
-				start = i
-			}
-			continue
-		}
-		if start >= 0 {
-			if _, ok := numWords[s[start:i]]; ok {
-				return true
-			}
-			if s[start:i] == "dozen" || s[start:i] == "single" {
-				return true
-			}
-		}
-		start = -1
-	}
-	return false
 }
 
 // findNearOne is findNear's first match, or nil.

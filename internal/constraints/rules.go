@@ -656,45 +656,55 @@ func placeholdersRule(c *compiler) {
 	c.add("placeholders", map[string]any{"min": lo, "max": hi, "exactly": eq}, c.orig[m[0]:m[1]])
 }
 
-var (
-	highlightsRE  = regexp.MustCompile(`highlight(?:ed)?\s+(?:at\s+least\s+|exactly\s+|more\s+than\s+)?` + `(` + num + `\s+)?(?:\w+\s+){0,3}?(?:sections?|parts?|phrases?|words?|points?|text|lines?|items?|keywords?|sentences?)|` + relAny + `\s+` + num + `\s+(?:\w+\s+)?highlighted`)
-	highlights2RE = regexp.MustCompile(relAny + `?\s*` + num + `\s+(?:\w+\s+)?(?:sections?|parts?|phrases?|words?|points?)\s+(?:\w+\s+){0,3}?(?:highlighted|in\s+(?:bold|italics?))|(?:italici[sz]e|highlight)\s+` + relAny + `?\s*` + num + `|` + relAny + `?\s*` + num + `\s+italic`)
-)
-
+// highlightsRule: "highlight at least 3 sections", "at least 15 sections
+// should be highlighted", "italicize at least 10 text parts". Token based:
+// a highlight word and a count within a few words of it.
 func highlightsRule(c *compiler) {
-	n, rel := 0, "at least"
-	var src string
-	if m := c.findNearOne(highlights2RE, []string{"highlight", "italic", "bold"}, 80, 40); m != nil {
-		for g := 2; g+3 < len(m); g += 4 {
-			if m[g+2] >= 0 {
-				if m[g] >= 0 {
-					rel = c.low[m[g]:m[g+1]]
+	toks := tokenize(c.low)
+	for h, t := range toks {
+		if !strings.HasPrefix(t.s, "highlight") && !strings.HasPrefix(t.s, "italic") {
+			continue
+		}
+		k := -1
+		for j := h + 1; j < min(len(toks), h+5) && k < 0; j++ {
+			if parseNum(toks[j].s) > 0 {
+				k = j
+			}
+		}
+		for j := h - 1; j >= max(0, h-8) && k < 0; j-- {
+			if parseNum(toks[j].s) > 0 {
+				k = j
+			}
+		}
+		n, rel, from := 0, "at least", h
+		if k >= 0 {
+			n = parseNum(toks[k].s)
+			if r, f := relationBefore(c, toks, k); r != "" && r != "negmore" {
+				rel, from = r, min(f, h)
+			}
+		} else {
+			// "highlight the name", "highlight key points": at least one
+			for j := h + 1; j < min(len(toks), h+5); j++ {
+				switch strings.TrimSuffix(toks[j].s, "s") {
+				case "section", "part", "phrase", "word", "text", "name", "title", "point", "line", "sentence", "item", "keyword":
+					n = 1
 				}
-				n = parseNum(c.low[m[g+2]:m[g+3]])
-				break
 			}
 		}
-		src = c.orig[m[0]:m[1]]
-	} else if m := c.findNearOne(highlightsRE, []string{"highlight"}, 60, 80); m != nil {
-		n, src = 1, c.orig[m[0]:m[1]]
-		switch {
-		case m[4] >= 0:
-			n = parseNum(c.low[m[4]:m[5]])
-			if strings.Contains(c.low[m[0]:m[4]], "exactly") {
-				rel = "exactly"
-			}
-		case m[8] >= 0:
-			rel, n = c.low[m[6]:m[7]], parseNum(c.low[m[8]:m[9]])
+		if n == 0 {
+			continue
 		}
-	}
-	if n == 0 {
+		lo, hi, eq := bound(rel, n)
+		if eq > 0 {
+			lo, eq = eq, 0 // IFEval counts highlights as at least N
+		}
+		end := t.end
+		if k > h {
+			end = toks[k].end
+		}
+		c.add("highlights", map[string]any{"min": lo, "max": hi, "exactly": eq}, c.orig[toks[from].start:end])
 		return
 	}
-	lo, hi, eq := bound(rel, n)
-	if eq > 0 {
-		lo, eq = eq, 0 // IFEval counts highlights as at least N
-	}
-	c.add("highlights", map[string]any{"min": lo, "max": hi, "exactly": eq}, src)
 }
 
 var (
