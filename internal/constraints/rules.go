@@ -519,6 +519,9 @@ func caseRule(c *compiler) {
 	if !strings.Contains(c.low, "case") && !strings.Contains(c.low, "capital") && !strings.Contains(c.low, "caps") {
 		return
 	}
+	if !containsAny(c.low, []string{"lower", "capital letter", "upper", "caps", "capitals", "capitali"}) {
+		return // "the capital of France"
+	}
 	if m := c.findNearOne(lowerRE, []string{"lower", "capital"}, 40, 30); m != nil {
 		c.add("letter_case", map[string]any{"case": "lower"}, c.orig[m[0]:m[1]])
 		return
