@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -124,5 +127,24 @@ func TestValidatorsCommand(t *testing.T) {
 	out, _, code = runCLI(t, "", "validators")
 	if code != ExitOK || !strings.Contains(out, "secret_leak") {
 		t.Errorf("text listing: exit %d %q", code, out)
+	}
+}
+
+// TestValidatorExamplesParse: every registered check's example policy
+// (shown by `aegis validators`) decodes strictly and enables that check.
+func TestValidatorExamplesParse(t *testing.T) {
+	specs := validator.Default.All()
+	if len(specs) == 0 {
+		t.Fatal("no checks registered")
+	}
+	for _, s := range specs {
+		p, err := policy.Parse([]byte(policy.ExampleDocument(s)), s.Name+" example", validator.Default)
+		if err != nil {
+			t.Errorf("%s: example does not parse: %v", s.Name, err)
+			continue
+		}
+		if _, ok := p.Enabled(s.Name); !ok {
+			t.Errorf("%s: example does not enable the check", s.Name)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func init() {
 				byReason := map[validator.Reason][]string{}
 				for _, s := range validator.Default.All() {
 					_, on := pol.Enabled(s.Name)
-					checks = append(checks, validatorInfo{Name: s.Name, Summary: s.Summary, Doc: s.Doc, Reasons: s.Reasons, Example: s.Example, Default: on})
+					checks = append(checks, validatorInfo{Name: s.Name, Summary: s.Summary, Doc: s.Doc, Reasons: s.Reasons, Example: policy.ExampleDocument(s), Default: on})
 					for _, r := range s.Reasons {
 						byReason[r] = append(byReason[r], s.Name)
 					}

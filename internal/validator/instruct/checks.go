@@ -64,19 +64,19 @@ func init() {
 			})
 	}
 	countCheck("bullets", "Number of markdown bullet points (lines starting with * or -).",
-		"checks:\n  bullets: {exactly: 3}\n", countBullets, "bullet points")
+		"{exactly: 3}\n", countBullets, "bullet points")
 	countCheck("placeholders", "Number of [placeholder] fields in square brackets.",
-		"checks:\n  placeholders: {min: 2}\n", func(t []byte) int { return len(placeholderRE.FindAllIndex(t, -1)) }, "placeholders")
+		"{min: 2}\n", func(t []byte) int { return len(placeholderRE.FindAllIndex(t, -1)) }, "placeholders")
 	countCheck("highlights", "Number of *highlighted* sections in markdown.",
-		"checks:\n  highlights: {min: 3}\n", countHighlights, "highlighted sections")
+		"{min: 3}\n", countHighlights, "highlighted sections")
 	countCheck("capital_words", "Number of words written in all capital letters.",
-		"checks:\n  capital_words: {max: 4}\n", countCapitalWords, "all-capital words")
+		"{max: 4}\n", countCapitalWords, "all-capital words")
 	countCheck("sentences", "Number of sentences (a lower bound the length check does not give).",
-		"checks:\n  sentences: {min: 5}\n", CountSentences, "sentences")
+		"{min: 5}\n", CountSentences, "sentences")
 
 	reg("sections", "Number of sections marked with a splitter such as \"SECTION 1\".",
 		"Counts section headers \"<splitter> <number>\". Judged on the whole output.",
-		"checks:\n  sections: {splitter: SECTION, min: 4}\n",
+		"{splitter: SECTION, min: 4}\n",
 		func() any { return &SectionsConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			c := cfg.(*SectionsConfig)
@@ -94,7 +94,7 @@ func init() {
 
 	reg("paragraphs", "Number of paragraphs separated by a markdown divider (***) or blank lines, and the first word of the nth.",
 		"With divider \"***\" paragraphs are split on *** lines; otherwise on blank lines. first_word with nth checks the nth paragraph's first word (case-insensitive).",
-		"checks:\n  paragraphs: {exactly: 3, divider: \"***\"}\n",
+		"{exactly: 3, divider: \"***\"}\n",
 		func() any { return &ParagraphsConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			c := *cfg.(*ParagraphsConfig)
@@ -105,12 +105,12 @@ func init() {
 		})
 
 	reg("no_commas", "No commas anywhere in the output.", "Fails at the first comma as it streams.",
-		"checks:\n  no_commas: true\n", nil,
+		"true\n", nil,
 		func(any, *validator.Request) (validator.Validator, error) { return &noCommas{}, nil })
 
 	reg("letter_case", "The whole output in lowercase (or in capital letters).",
 		"Fails at the first letter of the wrong case as it streams. case: lower | upper.",
-		"checks:\n  letter_case: {case: lower}\n",
+		"{case: lower}\n",
 		func() any { return &CaseConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			c := cfg.(*CaseConfig)
@@ -125,11 +125,11 @@ func init() {
 
 	reg("quoted", "The whole output wrapped in double quotation marks.",
 		"Fails at once when the output does not open with a double quote; the closing quote is checked at the end.",
-		"checks:\n  quoted: true\n", nil,
+		"true\n", nil,
 		func(any, *validator.Request) (validator.Validator, error) { return &quoted{}, nil })
 
 	reg("end_phrase", "The output ends with an exact phrase (case-insensitive, ignoring trailing space and quotes).",
-		"Judged at the end of the output.", "checks:\n  end_phrase: {phrase: \"Is there anything else I can help with?\"}\n",
+		"Judged at the end of the output.", "{phrase: \"Is there anything else I can help with?\"}\n",
 		func() any { return &PhraseConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			p := strings.ToLower(strings.TrimSpace(cfg.(*PhraseConfig).Phrase))
@@ -146,7 +146,7 @@ func init() {
 		})
 
 	reg("title", "A title wrapped in double angular brackets, <<like this>>.", "Judged at the end of the output.",
-		"checks:\n  title: true\n", nil,
+		"true\n", nil,
 		func(any, *validator.Request) (validator.Validator, error) {
 			return newEnd("title", func(t []byte) string {
 				if titleRE.Match(t) {
@@ -157,7 +157,7 @@ func init() {
 		})
 
 	reg("postscript", "A postscript starting with a marker such as P.S.", "Judged at the end of the output.",
-		"checks:\n  postscript: {marker: P.S.}\n",
+		"{marker: P.S.}\n",
 		func() any { return &PostscriptConfig{Marker: "P.S."} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			m := strings.TrimSpace(cfg.(*PostscriptConfig).Marker)
@@ -169,7 +169,7 @@ func init() {
 
 	reg("keywords", "Required keywords, and bounds on how often words and letters occur.",
 		"include: words or phrases that must appear (case-insensitive). words: per-word counts (whole words). letters: per-letter counts. Judged at the end.",
-		"checks:\n  keywords:\n    include: [budget, timeline]\n    words: [{word: risk, min: 2}]\n    letters: [{letter: q, max: 3}]\n",
+		"include: [budget, timeline]\nwords: [{word: risk, min: 2}]\nletters: [{letter: q, max: 3}]\n",
 		func() any { return &KeywordsConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			c := cfg.(*KeywordsConfig)
@@ -180,7 +180,7 @@ func init() {
 		})
 
 	reg("options", "The output contains one of a fixed set of answers (\"My answer is yes.\").", "Judged at the end of the output.",
-		"checks:\n  options: {any_of: [\"My answer is yes.\", \"My answer is no.\"]}\n",
+		"{any_of: [\"My answer is yes.\", \"My answer is no.\"]}\n",
 		func() any { return &OptionsConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			opts := cfg.(*OptionsConfig).AnyOf
@@ -198,14 +198,14 @@ func init() {
 		})
 
 	reg("two_responses", "Exactly two different responses separated by ******.", "Judged at the end of the output.",
-		"checks:\n  two_responses: true\n", nil,
+		"true\n", nil,
 		func(any, *validator.Request) (validator.Validator, error) {
 			return newEnd("two_responses", judgeTwoResponses), nil
 		})
 
 	reg("repeat_prompt", "The output starts by repeating a request word for word.",
 		"Holds back the output until the repeated request is complete; fails at the first byte that differs (case-insensitive).",
-		"checks:\n  repeat_prompt: {text: \"Write a haiku about rust.\"}\n",
+		"{text: \"Write a haiku about rust.\"}\n",
 		func() any { return &RepeatConfig{} },
 		func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			t := strings.TrimSpace(cfg.(*RepeatConfig).Text)
@@ -217,12 +217,12 @@ func init() {
 
 	reg("code_only", "The output is code only: one fenced block or bare code, no prose around it.",
 		"Prose before a fence, or text after the closing fence, fails at its first byte. Holds back only the start of a first line until it can tell prose from code.",
-		"checks:\n  code_only: true\n", nil,
+		"true\n", nil,
 		func(any, *validator.Request) (validator.Validator, error) { return &codeOnly{}, nil })
 
 	reg("language", "The output is written in a given language, identified with whatlanggo (trigram profiles, 84 languages).",
 		"Holds back the first LanguageWindow bytes (or the whole output if shorter), then identifies the language of that prefix; a different language fails at offset 0. Scripts are compared first; within one script a reliable trigram verdict is needed to fail. language: an English name (French) or an ISO 639-1/639-3 code (fr, fra).",
-		"checks:\n  language: {language: French}\n",
+		"{language: French}\n",
 		func() any { return &LanguageConfig{} },
 		newLanguage)
 }
