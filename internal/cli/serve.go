@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"

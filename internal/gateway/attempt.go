@@ -163,6 +163,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 	defer timer.Stop()
 	idle := x.g.idleTimeout()
 	arm := func(now time.Time) {
+		chk.Tick(now) // text written since the last tick arrived now
 		d := chk.NextDeadline()
 		if idle > 0 && (d.IsZero() || now.Add(idle).Before(d)) {
 			d = now.Add(idle)
