@@ -59,7 +59,9 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 	note := correctionPrefix + findingMessage(v)
 	switch v.Reason {
 	case validator.ReasonInvalidJSON, validator.ReasonSchemaViolation, validator.ReasonMalformedToolCall:
-		if v.Reason != validator.ReasonMalformedToolCall {
+		// A grammar cannot continue a released prefix (llama-server
+		// refuses the combination), so constrain only fresh attempts.
+		if v.Reason != validator.ReasonMalformedToolCall && x.sent == 0 {
 			x.constrainJSON(b, kind)
 		}
 		note = correctionJSON + " " + note
