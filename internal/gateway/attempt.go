@@ -44,13 +44,18 @@ func (x *exchange) run() {
 		res := x.attempt(x.attempts, body)
 		switch res.kind {
 		case resPass:
+			v := res.verdict
+			x.g.Events.Publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
+				Model: x.model, Attempt: x.attempts, Verdict: &v, HeldBytes: x.heldMax})
 			x.pass(res.verdict)
 			return
 		case resCancelled:
 			x.finished("cancelled", 0)
 			return
 		case resRefused:
-			if x.sent == 0 && !x.wroteHeader {
+			// Only the client's own request can be refused as such; a
+			// refused retry is the gateway's doing and halts below.
+			if x.attempts == 1 && x.sent == 0 && !x.wroteHeader {
 				x.refused(res)
 				return
 			}

@@ -48,7 +48,7 @@ const (
 // prefix becomes an assistant prefill (chat) or is appended to the prompt
 // (completions), so the client's answer reads as one.
 func (x *exchange) corrected(v validator.Verdict) []byte {
-	b := rawBody(x.body).clone()
+	b := x.body.clone()
 	b.set("stream", true)
 	if !x.stream && !x.route.ndjson() {
 		so := b.object("stream_options")
