@@ -204,6 +204,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, errors.New("upstream error in stream: "+c.errMsg))}
 		}
 		x.tpl.learn(&c)
+		x.lastUp = now
 		if !x.feed(chk, p, &c, now) {
 			cancel() // stop the generation at once: a loop must not run to max_tokens
 			return result{kind: resFail, verdict: chk.Verdict(n)}

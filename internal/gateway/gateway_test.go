@@ -81,7 +81,11 @@ func TestStreamPassThrough(t *testing.T) {
 	}
 	kinds := map[events.Kind]bool{}
 	for len(sub.C) > 0 {
-		kinds[(<-sub.C).Kind] = true
+		e := <-sub.C
+		kinds[e.Kind] = true
+		if e.Kind == events.RequestFinished && (e.Tokens != 3 || e.Outcome != "released" || e.TTFT <= 0) {
+			t.Errorf("finished event %+v", e)
+		}
 	}
 	for _, k := range []events.Kind{events.RequestStarted, events.AttemptStarted, events.RequestFinished} {
 		if !kinds[k] {

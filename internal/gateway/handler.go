@@ -194,6 +194,7 @@ type exchange struct {
 	out         []byte // write buffer (stream)
 	firstUp     time.Time
 	firstOut    time.Time
+	lastUp      time.Time // the last upstream chunk read
 	heldMax     int
 	upTokens    int
 }

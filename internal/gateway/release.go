@@ -325,8 +325,42 @@ func (x *exchange) finished(outcome string, status int) {
 			e.AddedTTFT = x.firstOut.Sub(x.firstUp)
 		}
 	}
+	if !x.lastUp.IsZero() {
+		e.VerdictDelay = x.g.now().Sub(x.lastUp)
+	}
+	e.Tokens = x.completionTokens()
 	if x.logText {
 		e.Text = string(x.text)
 	}
 	x.g.Events.Publish(e)
+}
+
+// completionTokens reads the upstream's count of generated tokens from
+// the closing chunks: usage.completion_tokens, llama-server's
+// timings.predicted_n, or Ollama's eval_count. Zero when none says.
+func (x *exchange) completionTokens() int {
+	n := 0
+	for _, p := range x.tail {
+		var c struct {
+			Usage *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			} `json:"usage"`
+			Timings *struct {
+				PredictedN int `json:"predicted_n"`
+			} `json:"timings"`
+			EvalCount int `json:"eval_count"`
+		}
+		if json.Unmarshal(p, &c) != nil {
+			continue
+		}
+		switch {
+		case c.Usage != nil && c.Usage.CompletionTokens > 0:
+			n = c.Usage.CompletionTokens
+		case c.Timings != nil && c.Timings.PredictedN > 0:
+			n = c.Timings.PredictedN
+		case c.EvalCount > 0:
+			n = c.EvalCount
+		}
+	}
+	return n
 }
