@@ -554,3 +554,30 @@ func sortedKeys(m map[string]reflect.Type) []string {
 	}
 	return keys
 }
+
+// ExampleDocument wraps a spec's Example (the body of its section) into a
+// whole policy document that enables the check:
+//
+//	checks:
+//	  length:
+//	    max_words: 50
+//
+// A one-line example ("true", "{max_words: 50}") stays on the name's line.
+func ExampleDocument(s validator.Spec) string {
+	body := strings.TrimRight(s.Example, "\n")
+	if body == "" {
+		body = "true"
+	}
+	if !strings.Contains(body, "\n") && !strings.Contains(body, ": ") {
+		return "checks:\n  " + s.Name + ": " + body + "\n"
+	}
+	if !strings.Contains(body, "\n") && strings.HasPrefix(body, "{") {
+		return "checks:\n  " + s.Name + ": " + body + "\n"
+	}
+	var sb strings.Builder
+	sb.WriteString("checks:\n  " + s.Name + ":\n")
+	for _, l := range strings.Split(body, "\n") {
+		sb.WriteString("    " + l + "\n")
+	}
+	return sb.String()
+}

@@ -164,3 +164,17 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestExampleDocument(t *testing.T) {
+	tests := []struct{ example, want string }{
+		{"", "checks:\n  x: true\n"},
+		{"true\n", "checks:\n  x: true\n"},
+		{"{max_words: 3}\n", "checks:\n  x: {max_words: 3}\n"},
+		{"max_words: 3\nnested: {a: 1}\n", "checks:\n  x:\n    max_words: 3\n    nested: {a: 1}\n"},
+	}
+	for _, tc := range tests {
+		if got := ExampleDocument(validator.Spec{Name: "x", Example: tc.example}); got != tc.want {
+			t.Errorf("ExampleDocument(%q) = %q, want %q", tc.example, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, &IO{In: strings.NewReader(stdin), Out: &out, Err: &errb})
+	return out.String(), errb.String(), code
+}
+
+func TestCheckOrderAndMalformed(t *testing.T) {
+	var in strings.Builder
+	for i := range 300 {
+		switch {
+		case i == 5:
+			in.WriteString("{not json\n")
+		case i == 7:
+			in.WriteString("\n") // blank lines are skipped
+		default:
+			fmt.Fprintf(&in, `{"id":"c%d","request":{"messages":[{"role":"user","content":"Say hi."}]},"output":"Hi there, nice to meet you."}`+"\n", i)
+		}
+	}
+	out, _, code := runCLI(t, in.String(), "check", "--workers", "3")
+	if code != ExitFailure {
+		t.Errorf("exit %d, want %d (a malformed line fails)", code, ExitFailure)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 299 {
+		t.Fatalf("%d verdict lines, want 299", len(lines))
+	}
+	n := 0
+	for i, l := range lines {
+		var v struct {
+			ID, Verdict, Error string
+		}
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if n == 5 {
+			if v.Verdict != "fail" || !strings.Contains(v.Error, "stdin:6:") {
+				t.Errorf("malformed line verdict %+v", v)
+			}
+			n++
+			if n == 7 {
+				n++
+			}
+			continue
+		}
+		if v.ID != fmt.Sprintf("c%d", n) || v.Verdict != "pass" {
+			t.Errorf("line %d: %+v, want id c%d pass", i, v, n)
+		}
+		n++
+		if n == 7 {
+			n++
+		}
+	}
+}
+
+func TestCheckExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jsonl")
+	os.WriteFile(good, []byte(`{"id":"a","request":{"messages":[]},"output":"ok"}`+"\n"), 0o600)
+	badPolicy := filepath.Join(dir, "p.yaml")
+	os.WriteFile(badPolicy, []byte("relase: auto\n"), 0o600)
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		errLike string
+	}{
+		{"all pass", []string{"check", good}, ExitOK, ""},
+		{"missing file", []string{"check", good, filepath.Join(dir, "nope.jsonl")}, ExitUsage, "nope.jsonl"},
+		{"bad policy", []string{"check", "--policy", badPolicy, good}, ExitUsage, "line 1"},
+		{"missing policy", []string{"check", "--policy", filepath.Join(dir, "x.yaml"), good}, ExitUsage, "x.yaml"},
+		{"bad attempt", []string{"check", "--attempt", "0", good}, ExitUsage, "attempt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := runCLI(t, "", tc.args...)
+			if code != tc.code || !strings.Contains(errs, tc.errLike) {
+				t.Errorf("exit %d stderr %q, want %d and %q", code, errs, tc.code, tc.errLike)
+			}
+		})
+	}
+}
+
+func TestCheckLongLine(t *testing.T) {
+	long := `{"id":"big","request":{"messages":[]},"output":"` + strings.Repeat("a", 17<<20) + `"}`
+	in := long + "\n" + `{"id":"after","request":{"messages":[]},"output":"ok"}` + "\n"
+	out, _, code := runCLI(t, in, "check")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != ExitFailure || len(lines) != 2 || !strings.Contains(lines[0], "stdin:1: line longer than") || !strings.Contains(lines[1], `"after"`) {
+		t.Errorf("exit %d, out %.300q", code, out)
+	}
+}
+
+func TestValidatorsCommand(t *testing.T) {
+	out, _, code := runCLI(t, "", "validators", "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var doc struct {
+		Checks  []map[string]any `json:"checks"`
+		Reasons []struct {
+			Reason, Action string
+		} `json:"reasons"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Reasons) != 15 || doc.Reasons[0].Reason != "invalid_json" {
+		t.Errorf("reasons = %+v", doc.Reasons)
+	}
+	out, _, code = runCLI(t, "", "validators")
+	if code != ExitOK || !strings.Contains(out, "secret_leak") {
+		t.Errorf("text listing: exit %d %q", code, out)
+	}
+}
+
+// TestValidatorExamplesParse: every registered check's example policy
+// (shown by `aegis validators`) decodes strictly and enables that check.
+func TestValidatorExamplesParse(t *testing.T) {
+	specs := validator.Default.All()
+	if len(specs) == 0 {
+		t.Fatal("no checks registered")
+	}
+	for _, s := range specs {
+		p, err := policy.Parse([]byte(policy.ExampleDocument(s)), s.Name+" example", validator.Default)
+		if err != nil {
+			t.Errorf("%s: example does not parse: %v", s.Name, err)
+			continue
+		}
+		if _, ok := p.Enabled(s.Name); !ok {
+			t.Errorf("%s: example does not enable the check", s.Name)
+		}
+	}
+}
