@@ -31,7 +31,15 @@ type Compiled struct {
 	// Draft is the draft version the root was compiled with (7, 2020).
 	Draft int
 
-	nodes sync.Map // *js.Schema -> *node, for the early-fail tracker
+	// Decisive is true when every subschema uses only keywords the
+	// streaming tracker checks completely; the tracker's verdict is then
+	// the schema's verdict and Close skips the full validation.
+	Decisive bool
+
+	// nodes holds what the tracker derives from each subschema it can
+	// reach, built once at compile time and read-only afterwards.
+	nodes map[*js.Schema]*node
+	root  []*js.Schema // the root's expansion
 }
 
 // schemaURL is the base URL a request's schema is compiled under. The
@@ -150,7 +158,11 @@ func compile(schema []byte, opt Options, loader js.URLLoader) (*Compiled, error)
 	if err != nil {
 		return nil, fmt.Errorf("compile schema: %w", explain(err))
 	}
-	return &Compiled{Schema: s, Draft: s.DraftVersion}, nil
+	comp := &Compiled{Schema: s, Draft: s.DraftVersion, Decisive: decisive(s, map[*js.Schema]bool{})}
+	comp.nodes = make(map[*js.Schema]*node)
+	comp.addNodes(s)
+	comp.root = comp.node(s).exp
+	return comp, nil
 }
 
 // Violation is one way an instance breaks a schema.
@@ -190,7 +202,7 @@ func (c *Compiled) Validate(doc []byte) []Violation {
 	seen := map[string]bool{}
 	for _, l := range leaves {
 		ptr := pointer(l.InstanceLocation)
-		msg := l.ErrorKind.LocalizedString(printer)
+		msg := l.ErrorKind.LocalizedString(printer) + branches(l)
 		if seen[ptr+"\x00"+msg] {
 			continue
 		}
@@ -268,4 +280,34 @@ func explain(err error) error {
 		return err
 	}
 	return fmt.Errorf("schema is not a valid JSON Schema: %s: %w", strings.Join(parts, "; "), err)
+}
+
+// branches summarises why each alternative of a failed anyOf / oneOf
+// failed (the first few), so "anyOf failed" says what was wrong.
+func branches(e *js.ValidationError) string {
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+	default:
+		return ""
+	}
+	var parts []string
+	for _, c := range e.Causes {
+		var leaves []*js.ValidationError
+		collect(c, &leaves)
+		for _, l := range leaves {
+			m := l.ErrorKind.LocalizedString(printer)
+			if p := pointer(l.InstanceLocation); p != pointer(e.InstanceLocation) {
+				m = p + ": " + m
+			}
+			parts = append(parts, m)
+			break
+		}
+		if len(parts) == 3 {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }

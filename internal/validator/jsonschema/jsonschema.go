@@ -51,8 +51,15 @@ an unknown key under additionalProperties: false, a complete scalar that
 is not in enum / const, an array longer than maxItems, an object closed
 without a required key. It follows only subschemas that must hold (not
 anyOf/oneOf/not/if branches), so an early failure is always a real one.
-At the end it validates the whole document and reports each violation
-with its JSON pointer (Path) and the byte span of the failing value.
+It also checks minLength, maxLength, pattern, minimum, maximum, the
+exclusive bounds and min/maxProperties on each complete value. When every
+subschema uses only keywords it checks (the strict structured-output
+subset: type, properties, required, additionalProperties, items, enum,
+$ref, ...), its verdict is final and no second parse is needed;
+otherwise, at the end it validates the whole document with the library
+and reports each violation with its JSON pointer (Path) and the byte span
+of the failing value. A duplicate key is judged on each occurrence while
+streaming (the full validation then decides, as parsers keep the last).
 
 Output that is not JSON at all fails with invalid_json. Nothing is
 released before the end: the document is validated whole.`
@@ -106,7 +113,7 @@ func New(comp *Compiled, cfg *Config) *Validator {
 	if cfg == nil {
 		cfg = DefaultConfig()
 	}
-	v := &Validator{comp: comp, maxBytes: cfg.MaxBytes, buf: make([]byte, 0, 512)}
+	v := &Validator{comp: comp, maxBytes: cfg.MaxBytes}
 	if v.maxBytes == 0 {
 		v.maxBytes = DefaultConfig().MaxBytes
 	}
@@ -198,6 +205,9 @@ func (v *Validator) Close() {
 	if v.tr != nil && v.tr.fail != nil { // a top-level number ends only at Close
 		v.check()
 		return
+	}
+	if v.tr != nil && v.comp.Decisive && !v.tr.undecided {
+		return // the tracker has judged every keyword of every value
 	}
 	for _, vio := range v.comp.Validate(v.buf) {
 		v.findings = append(v.findings, validator.Finding{

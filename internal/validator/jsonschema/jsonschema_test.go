@@ -1,7 +1,9 @@
 package jsonschema
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -48,7 +50,16 @@ var cases = []schemaCase{
 	{"nested unknown key", personSchema, `{"name":"Ada","age":1,"address":{"city":"X","zip":"1"}}`, false, 44, "/address/zip"},
 	{"array item type", personSchema, `{"name":"Ada","age":1,"tags":["a",2]}`, false, 34, "/tags/1"},
 	{"too many items", personSchema, `{"name":"Ada","age":1,"tags":["a","b","c","d"]}`, false, 42, "/tags/3"},
-	{"minimum only at close", personSchema, `{"name":"Ada","age":-1}`, false, -1, "/age"},
+	{"minimum", personSchema, `{"name":"Ada","age":-1}`, false, 20, "/age"},
+	{"multipleOf only at close", `{"properties":{"n":{"multipleOf":3}}}`, `{"n":4}`, false, -1, "/n"},
+	{"maxLength", `{"properties":{"s":{"maxLength":3}}}`, `{"s":"héllo"}`, false, 5, "/s"},
+	{"minLength counts runes", `{"minLength":2}`, `"é"`, false, 0, ""},
+	{"minLength ok runes", `{"maxLength":1}`, `"é"`, true, -1, ""},
+	{"exclusiveMaximum", `{"items":{"exclusiveMaximum":10}}`, `[9.5,10]`, false, 5, "/1"},
+	{"maxProperties", `{"maxProperties":1}`, `{"a":1,"b":2}`, false, 7, "/b"},
+	{"minProperties", `{"properties":{"o":{"minProperties":1}}}`, `{"o":{}}`, false, 6, "/o"},
+	{"uniqueItems only at close", `{"uniqueItems":true}`, `[1,1.0]`, false, -1, ""},
+	{"duplicate key last wins", `{"properties":{"a":{"type":"integer"}},"additionalProperties":false}`, `{"a":1,"a":2}`, true, -1, ""},
 	{"root wrong type", personSchema, `["Ada"]`, false, 0, ""},
 	{"root scalar", personSchema, `"Ada"`, false, 0, ""},
 	{"not json", personSchema, `Sure! {"name":"Ada"}`, false, 0, ""},
@@ -66,7 +77,8 @@ var cases = []schemaCase{
 	{"patternProperties", `{"patternProperties":{"^x-":{"type":"string"}},"additionalProperties":false}`, `{"x-a":"1","y":2}`, false, 11, "/y"},
 	{"escaped key", `{"properties":{"a/b":{"type":"string"}},"additionalProperties":false}`, `{"a\/b":"ok"}`, true, -1, ""},
 	{"format annotation only", `{"type":"string","format":"email"}`, `"not an email"`, true, -1, ""},
-	{"pattern at close", `{"type":"string","pattern":"^[a-z]+$"}`, `"ABC"`, false, -1, ""},
+	{"pattern", `{"type":"string","pattern":"^[a-z]+$"}`, `"ABC"`, false, 0, ""},
+	{"pattern nested", `{"items":{"type":"string","pattern":"^[a-z]+$"}}`, `["abc","ABC"]`, false, 7, "/1"},
 	{"false schema property", `{"properties":{"a":false}}`, `{"a":1}`, false, 5, "/a"},
 	{"tool args", `{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`, `{"location":"Paris","unit":"celsius"}`, true, -1, ""},
 	{"tool args bad unit", `{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`, `{"location":"Paris","unit":"kelvin"}`, false, 27, "/unit"},
@@ -164,6 +176,32 @@ func TestCacheBounded(t *testing.T) {
 	}
 }
 
+func TestCacheConcurrent(t *testing.T) {
+	c := NewCache(4)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				s := fmt.Sprintf(`{"maxItems":%d}`, (g+i)%6)
+				comp, err := c.Compile([]byte(s), Options{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				v := New(comp, nil)
+				v.Write([]byte(`[1,2,3]`))
+				v.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if c.Len() > 4 {
+		t.Fatalf("cache grew to %d", c.Len())
+	}
+}
+
 func TestSpec(t *testing.T) {
 	spec, ok := validator.Default.Lookup(Name)
 	if !ok {
@@ -208,6 +246,11 @@ func FuzzJSONSchema(f *testing.F) {
 		// Soundness: an early schema failure is always a real one.
 		if early && len(comp.Validate([]byte(doc))) == 0 {
 			t.Fatalf("early failure %+v on a document the full validator accepts", v.Findings())
+		}
+		// Completeness: a pass (decided by the tracker alone for a
+		// decisive schema) must be a pass of the full validation.
+		if len(v.Findings()) == 0 && len(comp.Validate([]byte(doc))) != 0 {
+			t.Fatalf("passed %q but the full validator rejects it: %+v", doc, comp.Validate([]byte(doc)))
 		}
 		// Split independence.
 		w := New(comp, nil)

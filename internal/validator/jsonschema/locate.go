@@ -99,3 +99,18 @@ func decodeKey(raw []byte) string {
 	}
 	return s
 }
+
+// keyBytes returns the bytes a raw JSON string token denotes, without
+// copying when it has no escapes.
+func keyBytes(raw []byte) []byte {
+	if len(raw) < 2 {
+		return nil
+	}
+	body := raw[1 : len(raw)-1]
+	for _, c := range body {
+		if c == '\\' {
+			return []byte(decodeKey(raw))
+		}
+	}
+	return body
+}

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	js "github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -124,9 +125,58 @@ type tframe struct {
 	schemas []*js.Schema
 	child   []*js.Schema // schemas of the value after the current key
 	index   int          // elements seen (arrays)
-	key     string
-	seen    map[string]bool // keys seen, when some schema has required
-	open    int             // offset of '{' or '['
+	keys    keySet       // the object's keys; the last one is the current key
+	track   bool         // keys are needed (required, property counts, decisive)
+	open    int          // offset of '{' or '['
+}
+
+// keySet holds the keys of one object, decoded, in one reusable byte
+// arena; membership is a linear scan (objects in model output are small),
+// so a streamed object costs no allocation per key.
+type keySet struct {
+	arena  []byte
+	ends   []int
+	unique int
+}
+
+func (k *keySet) reset() { k.arena, k.ends, k.unique = k.arena[:0], k.ends[:0], 0 }
+
+func (k *keySet) has(key string) bool {
+	start := 0
+	for _, end := range k.ends {
+		if string(k.arena[start:end]) == key {
+			return true
+		}
+		start = end
+	}
+	return false
+}
+
+// add appends key and reports whether it was already there.
+func (k *keySet) add(key []byte) bool {
+	dup := k.has(string(key))
+	if k.ends == nil {
+		k.arena, k.ends = make([]byte, 0, 128), make([]int, 0, 8)
+	}
+	k.arena = append(k.arena, key...)
+	k.ends = append(k.ends, len(k.arena))
+	if !dup {
+		k.unique++
+	}
+	return dup
+}
+
+// last returns the most recently added key.
+func (k *keySet) last() []byte {
+	n := len(k.ends)
+	if n == 0 {
+		return nil
+	}
+	start := 0
+	if n > 1 {
+		start = k.ends[n-2]
+	}
+	return k.arena[start:k.ends[n-1]]
 }
 
 type tracker struct {
@@ -135,12 +185,16 @@ type tracker struct {
 	frames []tframe
 	scalar []*js.Schema // schemas of the scalar being scanned
 	fail   *early
+	// undecided is set when some value could not be judged here (a
+	// token too long to capture, a number too large to compare exactly,
+	// a duplicate key): the full validation must then run at Close even
+	// for a schema the tracker decides.
+	undecided bool
+	rat       big.Rat // reused for number checks
 }
 
 func newTracker(comp *Compiled) *tracker {
-	t := &tracker{comp: comp, frames: make([]tframe, 0, 8)}
-	t.root = t.expand(nil, comp.Schema)
-	return t
+	return &tracker{comp: comp, root: comp.root}
 }
 
 // node is what the tracker derives from one schema, computed once per
@@ -151,13 +205,30 @@ type node struct {
 }
 
 func (c *Compiled) node(s *js.Schema) *node {
-	if n, ok := c.nodes.Load(s); ok {
-		return n.(*node)
+	if n, ok := c.nodes[s]; ok {
+		return n
 	}
+	return newNode(s) // not reachable by the tracker's walk; not cached
+}
+
+func newNode(s *js.Schema) *node {
 	exp := expandInto(nil, s)
-	n := &node{mask: maskOf(s), exp: exp[:len(exp):len(exp)]}
-	c.nodes.Store(s, n)
-	return n
+	return &node{mask: maskOf(s), exp: exp[:len(exp):len(exp)]}
+}
+
+// addNodes computes the node of s and of every subschema the tracker
+// may follow from it.
+func (c *Compiled) addNodes(s *js.Schema) {
+	if s == nil {
+		return
+	}
+	if _, ok := c.nodes[s]; ok {
+		return
+	}
+	c.nodes[s] = newNode(s)
+	for _, sub := range followed(s) {
+		c.addNodes(sub)
+	}
 }
 
 // expand appends s and the schemas it requires unconditionally to dst.
@@ -225,7 +296,7 @@ func (t *tracker) pointer(extra string) string {
 			b.WriteByte('/')
 			b.WriteString(strconv.Itoa(f.index - 1))
 		} else {
-			b.WriteString(pointer([]string{f.key}))
+			b.WriteString(pointer([]string{string(f.keys.last())}))
 		}
 	}
 	if extra != "" {
@@ -276,16 +347,26 @@ func (t *tracker) BeginValue(k jsonsyntax.Kind, off int) {
 	}
 	switch k {
 	case jsonsyntax.KindObject, jsonsyntax.KindArray:
-		f := tframe{kind: k, schemas: schemas, open: off}
+		// Reuse the frame slot (and its key arena) from earlier containers.
+		n := len(t.frames)
+		if n < cap(t.frames) {
+			t.frames = t.frames[:n+1]
+		} else {
+			t.frames = append(t.frames, tframe{})
+		}
+		f := &t.frames[n]
+		keys := f.keys
+		keys.reset()
+		*f = tframe{kind: k, schemas: schemas, open: off, keys: keys}
 		if k == jsonsyntax.KindObject {
+			f.track = t.comp.Decisive
 			for _, s := range schemas {
-				if len(s.Required) > 0 {
-					f.seen = make(map[string]bool)
+				if len(s.Required) > 0 || s.MinProperties != nil || s.MaxProperties != nil {
+					f.track = true
 					break
 				}
 			}
 		}
-		t.frames = append(t.frames, f)
 	default:
 		t.scalar = schemas
 	}
@@ -356,24 +437,36 @@ func (t *tracker) Key(raw []byte, start, end int) {
 	}
 	f := &t.frames[len(t.frames)-1]
 	if raw == nil { // too long to capture: stop judging this object's members
-		f.key, f.child = "", nil
+		f.keys.add(nil)
+		f.child = nil
 		f.schemas = nil
+		t.undecided = true
 		return
 	}
-	key := decodeKey(raw)
-	f.key = key
-	if f.seen != nil {
-		f.seen[key] = true
+	kb := keyBytes(raw)
+	if f.keys.add(kb) && f.track {
+		// A duplicate key: a parser keeps the last value, the stream
+		// shows both. Judge both here, but let Close decide.
+		t.undecided = true
+	}
+	key := f.keys.last()
+	if f.track {
+		for _, s := range f.schemas {
+			if s.MaxProperties != nil && f.keys.unique > *s.MaxProperties {
+				t.failAt(start, end, "", "more than maxProperties %d properties", *s.MaxProperties)
+				return
+			}
+		}
 	}
 	f.child = nil
 	for _, s := range f.schemas {
 		matched := false
-		if p, ok := s.Properties[key]; ok {
+		if p, ok := s.Properties[string(key)]; ok {
 			matched = true
 			f.child = t.expand(f.child, p)
 		}
 		for re, p := range s.PatternProperties {
-			if re.MatchString(key) {
+			if re.MatchString(string(key)) {
 				matched = true
 				f.child = t.expand(f.child, p)
 			}
@@ -384,7 +477,7 @@ func (t *tracker) Key(raw []byte, start, end int) {
 		switch ap := s.AdditionalProperties.(type) {
 		case bool:
 			if !ap {
-				t.failAt(start, end, "", "unknown property %q (additionalProperties: false)", key)
+				t.failAt(start, end, "", "unknown property %q (additionalProperties: false)", string(key))
 				return
 			}
 		case *js.Schema:
@@ -407,10 +500,14 @@ func (t *tracker) EndValue(k jsonsyntax.Kind, raw []byte, end int) {
 	for _, s := range f.schemas {
 		if k == jsonsyntax.KindObject {
 			for _, r := range s.Required {
-				if !f.seen[r] {
+				if !f.keys.has(r) {
 					t.failAtFrame(f, end, "missing required property %q", r)
 					return
 				}
+			}
+			if s.MinProperties != nil && f.keys.unique < *s.MinProperties {
+				t.failAtFrame(f, end, "fewer than minProperties %d properties", *s.MinProperties)
+				return
 			}
 		} else if s.MinItems != nil && f.index < *s.MinItems {
 			t.failAtFrame(f, end, "array has %d items, fewer than minItems %d", f.index, *s.MinItems)
@@ -428,17 +525,69 @@ func (t *tracker) failAtFrame(f tframe, end int, format string, args ...any) {
 func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 	schemas := t.scalar
 	t.scalar = nil
-	if len(schemas) == 0 || raw == nil {
+	if len(schemas) == 0 {
+		return
+	}
+	if raw == nil {
+		t.undecided = true
 		return
 	}
 	start := end - len(raw)
 	var val any
-	decoded := false
+	var rat *big.Rat
+	decoded, ratDone := false, false
+	number := func() *big.Rat {
+		if !ratDone {
+			ratDone = true
+			if n, ok := smallInt(raw); ok {
+				rat = t.rat.SetInt64(n) // the common case, without parsing text
+				return rat
+			}
+			if !exactOK(raw) {
+				t.undecided = true
+				return nil
+			}
+			if _, ok := t.rat.SetString(string(raw)); !ok {
+				t.undecided = true
+				return nil
+			}
+			rat = &t.rat
+		}
+		return rat
+	}
 	for _, s := range schemas {
-		if k == jsonsyntax.KindNumber && t.mask(s)&tNumber == 0 && t.mask(s)&tInteger != 0 {
-			if r, ok := parseRat(string(raw)); ok && !r.IsInt() {
-				t.failAt(start, end, "", "got number %s, want integer", raw)
-				return
+		switch k {
+		case jsonsyntax.KindNumber:
+			if t.mask(s)&tNumber == 0 && t.mask(s)&tInteger != 0 {
+				if r := number(); r != nil && !r.IsInt() {
+					t.failAt(start, end, "", "got number %s, want integer", raw)
+					return
+				}
+			}
+			if s.Minimum != nil || s.Maximum != nil || s.ExclusiveMinimum != nil || s.ExclusiveMaximum != nil {
+				if r := number(); r != nil {
+					if msg := numRange(s, r); msg != "" {
+						t.failAt(start, end, "", "%s: got %s", msg, raw)
+						return
+					}
+				}
+			}
+		case jsonsyntax.KindString:
+			if s.MinLength != nil || s.MaxLength != nil || s.Pattern != nil {
+				str := decodeKey(raw)
+				n := utf8.RuneCountInString(str)
+				if s.MinLength != nil && n < *s.MinLength {
+					t.failAt(start, end, "", "string of length %d is shorter than minLength %d", n, *s.MinLength)
+					return
+				}
+				if s.MaxLength != nil && n > *s.MaxLength {
+					t.failAt(start, end, "", "string of length %d is longer than maxLength %d", n, *s.MaxLength)
+					return
+				}
+				if s.Pattern != nil && !s.Pattern.MatchString(str) {
+					t.failAt(start, end, "", "%s does not match pattern %q", clipRaw(raw), s.Pattern.String())
+					return
+				}
 			}
 		}
 		if s.Enum == nil && s.Const == nil {
@@ -448,19 +597,52 @@ func (t *tracker) endScalar(k jsonsyntax.Kind, raw []byte, end int) {
 			var ok bool
 			val, ok = scalarValue(k, raw)
 			if !ok {
+				t.undecided = true
 				return
 			}
 			decoded = true
 		}
-		if s.Enum != nil && !inValues(val, s.Enum.Values) {
-			t.failAt(start, end, "", "value %s is not one of enum %s", raw, short(s.Enum.Values))
-			return
+		if s.Enum != nil {
+			found, ok := inValues(val, s.Enum.Values)
+			if !ok {
+				t.undecided = true
+			} else if !found {
+				t.failAt(start, end, "", "value %s is not one of enum %s", clipRaw(raw), short(s.Enum.Values))
+				return
+			}
 		}
-		if s.Const != nil && !inValues(val, []any{*s.Const}) {
-			t.failAt(start, end, "", "value %s does not equal const %s", raw, short([]any{*s.Const}))
-			return
+		if s.Const != nil {
+			found, ok := inValues(val, []any{*s.Const})
+			if !ok {
+				t.undecided = true
+			} else if !found {
+				t.failAt(start, end, "", "value %s does not equal const %s", clipRaw(raw), short([]any{*s.Const}))
+				return
+			}
 		}
 	}
+}
+
+func clipRaw(raw []byte) string {
+	if len(raw) > 60 {
+		return string(raw[:57]) + "..."
+	}
+	return string(raw)
+}
+
+// numRange checks the numeric range keywords, returning what failed.
+func numRange(s *js.Schema, r *big.Rat) string {
+	switch {
+	case s.Minimum != nil && r.Cmp(s.Minimum) < 0:
+		return "less than minimum " + s.Minimum.RatString()
+	case s.Maximum != nil && r.Cmp(s.Maximum) > 0:
+		return "greater than maximum " + s.Maximum.RatString()
+	case s.ExclusiveMinimum != nil && r.Cmp(s.ExclusiveMinimum) <= 0:
+		return "not greater than exclusiveMinimum " + s.ExclusiveMinimum.RatString()
+	case s.ExclusiveMaximum != nil && r.Cmp(s.ExclusiveMaximum) >= 0:
+		return "not less than exclusiveMaximum " + s.ExclusiveMaximum.RatString()
+	}
+	return ""
 }
 
 func scalarValue(k jsonsyntax.Kind, raw []byte) (any, bool) {
@@ -478,21 +660,22 @@ func scalarValue(k jsonsyntax.Kind, raw []byte) (any, bool) {
 }
 
 // inValues reports whether scalar v equals one of vals, with JSON Schema
-// equality (numbers compare by value: 1 == 1.0).
-func inValues(v any, vals []any) bool {
+// equality (numbers compare by value: 1 == 1.0), and whether that could
+// be decided (a number too large to compare exactly cannot).
+func inValues(v any, vals []any) (found, decided bool) {
 	for _, w := range vals {
 		switch v := v.(type) {
 		case nil:
 			if w == nil {
-				return true
+				return true, true
 			}
 		case bool:
 			if b, ok := w.(bool); ok && b == v {
-				return true
+				return true, true
 			}
 		case string:
 			if s, ok := w.(string); ok && s == v {
-				return true
+				return true, true
 			}
 		case json.Number:
 			if valueMask(w)&tNumber == 0 {
@@ -500,12 +683,53 @@ func inValues(v any, vals []any) bool {
 			}
 			a, ok1 := parseRat(string(v))
 			b, ok2 := parseRat(fmt.Sprint(w))
-			if ok1 && ok2 && a.Cmp(b) == 0 {
-				return true
+			if !ok1 || !ok2 {
+				return false, false
+			}
+			if a.Cmp(b) == 0 {
+				return true, true
 			}
 		}
 	}
-	return false
+	return false, true
+}
+
+// smallInt parses a JSON integer of at most 18 digits.
+func smallInt(raw []byte) (int64, bool) {
+	neg := len(raw) > 0 && raw[0] == '-'
+	digits := raw
+	if neg {
+		digits = raw[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// exactOK reports whether a JSON number's exponent is small enough to
+// parse exactly (see parseRat).
+func exactOK(raw []byte) bool {
+	for i, c := range raw {
+		if c == 'e' || c == 'E' {
+			exp := raw[i+1:]
+			if len(exp) > 0 && (exp[0] == '+' || exp[0] == '-') {
+				exp = exp[1:]
+			}
+			return len(exp) <= 4
+		}
+	}
+	return true
 }
 
 // parseRat parses a JSON number exactly, refusing exponents whose

@@ -146,12 +146,18 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	if comp == nil {
 		return nil
 	}
+	// The json_schema check judges the arguments as it would a streamed
+	// response: a decisive parameters schema (the usual strict tool
+	// schema) is decided in one pass, without a second parse.
+	sv := jsonschema.New(comp, nil)
+	sv.Write(args)
+	sv.Close()
 	var out []validator.Finding
-	for _, vio := range comp.Validate(args) {
+	for _, f := range sv.Findings() {
 		out = append(out, validator.Finding{
-			Check: Name, Reason: validator.ReasonMalformedToolCall, Start: vio.Start, End: vio.End,
-			Message: fmt.Sprintf("arguments of %q break its parameters schema: %s", call.Name, vio.Message),
-			Path:    base + "/arguments" + vio.Pointer,
+			Check: Name, Reason: validator.ReasonMalformedToolCall, Start: f.Start, End: f.End,
+			Message: fmt.Sprintf("arguments of %q break its parameters schema: %s", call.Name, f.Message),
+			Path:    base + "/arguments" + f.Path,
 		})
 	}
 	return out

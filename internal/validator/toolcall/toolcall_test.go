@@ -34,9 +34,9 @@ var cases = []struct {
 	{"args single quotes", validator.ToolCall{Name: "get_weather", Arguments: `{'location':'Paris'}`}, "tool_calls/0/arguments", 1},
 	{"args truncated", validator.ToolCall{Name: "get_weather", Arguments: `{"location":"Par`}, "tool_calls/0/arguments", 16},
 	{"args trailing comma", validator.ToolCall{Name: "search", Arguments: `{"q":"x",}`}, "tool_calls/0/arguments", 9},
-	{"missing required", validator.ToolCall{Name: "get_weather", Arguments: `{"unit":"celsius"}`}, "tool_calls/0/arguments", 0},
+	{"missing required", validator.ToolCall{Name: "get_weather", Arguments: `{"unit":"celsius"}`}, "tool_calls/0/arguments", 17},
 	{"bad enum", validator.ToolCall{Name: "get_weather", Arguments: `{"location":"Paris","unit":"kelvin"}`}, "tool_calls/0/arguments/unit", 27},
-	{"extra property", validator.ToolCall{Name: "get_weather", Arguments: `{"location":"Paris","days":3}`}, "tool_calls/0/arguments", 0},
+	{"extra property", validator.ToolCall{Name: "get_weather", Arguments: `{"location":"Paris","days":3}`}, "tool_calls/0/arguments/days", 20},
 	{"wrong type", validator.ToolCall{Name: "search", Arguments: `{"q":"x","limit":"5"}`}, "tool_calls/0/arguments/limit", 17},
 	{"out of range", validator.ToolCall{Name: "search", Arguments: `{"q":"x","limit":500}`}, "tool_calls/0/arguments/limit", 17},
 	{"args array", validator.ToolCall{Name: "search", Arguments: `["x"]`}, "tool_calls/0/arguments", 0},
@@ -136,5 +136,15 @@ func BenchmarkCheckToolCall(b *testing.B) {
 		if fs := v.CheckToolCall(call); len(fs) != 0 {
 			b.Fatal(fs)
 		}
+	}
+}
+
+// BenchmarkChunk16 is the per-chunk cost on the text stream, where the
+// check only counts bytes.
+func BenchmarkChunk16(b *testing.B) {
+	v := newV(b)
+	chunk := []byte("sixteen bytes ok")
+	for b.Loop() {
+		v.Write(chunk)
 	}
 }

@@ -6,8 +6,11 @@
 package validatortest
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -134,4 +137,27 @@ func normalize(fs []validator.Finding) []validator.Finding {
 		return nil
 	}
 	return fs
+}
+
+// Golden compares got with the file testdata/<name> and rewrites the file
+// instead when update is true (wire it to a -update test flag).
+func Golden(t testing.TB, name string, got []byte, update bool) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("golden file %s: %v (run the test with -update to create it)", path, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("output differs from %s (run with -update after checking the change):\n got:\n%s\nwant:\n%s", path, got, want)
+	}
 }
