@@ -73,9 +73,11 @@ func loadCorpus(t testing.TB) []corpusCase {
 
 func TestCorpusPrecisionRecall(t *testing.T) {
 	var tp, fp, fn, tn int
+	golden := map[string][]validator.Finding{}
 	for _, c := range loadCorpus(t) {
 		cfg := c.Config
 		fs := validatortest.SplitIndependent(t, func() validator.Validator { return New(cfg) }, c.Text)
+		golden[c.Name] = fs
 		got := len(fs) > 0
 		switch {
 		case got && c.Bad:
@@ -90,6 +92,7 @@ func TestCorpusPrecisionRecall(t *testing.T) {
 			tn++
 		}
 	}
+	checkGolden(t, golden)
 	t.Logf("length corpus: %d cases, tp=%d fp=%d fn=%d tn=%d, precision=%.3f recall=%.3f",
 		tp+fp+fn+tn, tp, fp, fn, tn, float64(tp)/float64(max(1, tp+fp)), float64(tp)/float64(max(1, tp+fn)))
 }

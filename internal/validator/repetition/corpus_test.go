@@ -41,8 +41,10 @@ func loadCorpus(t testing.TB) []corpusCase {
 // misclassification: the corpus is the spec of the general rule.
 func TestCorpusPrecisionRecall(t *testing.T) {
 	var tp, fp, fn, tn int
+	golden := map[string][]validator.Finding{}
 	for _, c := range loadCorpus(t) {
 		fs := validatortest.SplitIndependent(t, newDefault, c.text)
+		golden[c.name] = fs
 		got := len(fs) > 0
 		switch {
 		case got && c.bad:
@@ -59,6 +61,7 @@ func TestCorpusPrecisionRecall(t *testing.T) {
 	}
 	precision := float64(tp) / float64(max(1, tp+fp))
 	recall := float64(tp) / float64(max(1, tp+fn))
+	checkGolden(t, golden)
 	t.Logf("repetition corpus: %d cases, tp=%d fp=%d fn=%d tn=%d, precision=%.3f recall=%.3f", tp+fp+fn+tn, tp, fp, fn, tn, precision, recall)
 }
 

@@ -7,8 +7,10 @@
 //
 // # Method
 //
-// The output is cut into tokens (words, case-folded, and symbols; see
-// tokenizer) and each token is hashed. A loop is a tail of the token
+// The output is cut into tokens and each token is hashed: words
+// (case-folded runs of letters, digits and '_') and symbols (any other
+// non-space rune; a run of one symbol is a token per four runes; a
+// newline is a symbol, other white space only separates). A loop is a tail of the token
 // stream that equals an earlier span at a fixed distance p, the period:
 // token i equals token i-p for every i in the tail. This is tandem-repeat
 // detection on token hashes, done incrementally:
@@ -34,11 +36,22 @@
 //     markdown rule, a table's "| --- | --- |" row or a run of closing
 //     braces does not count as a loop.
 //
-// With the defaults a word loop is caught after 24 recurred tokens, a
-// sentence loop after two copies (at most 64 recurred tokens), a long block
-// after 64, and a restart after 32: within about 64 tokens of where the
-// repetition began. The cost is O(candidates) per token, usually one or
-// none.
+// With the defaults (min_repeats 3, min_repeat_tokens 24, min_block_tokens
+// 64, min_restart_tokens 32) a loop is found after this many recurred
+// tokens, counted from where the repetition begins:
+//
+//	period 1..12 tokens (a word, a short phrase)    24
+//	period 13..32 (a sentence)                      2 × period, at most 64
+//	period 33..128 (a paragraph, a record)          max(64, period): one whole copy
+//	period > 128 (a block)                          64
+//	period > 32 copying the output from its start    32 (a restart)
+//
+// Periods of 65..128 tokens wait for a whole exact copy on purpose: an
+// array of records or a table whose rows differ in one value has that
+// shape, and only the differing value, one period later, tells it from a
+// loop. Records longer than 128 tokens that differ in a single value are
+// the known false-positive risk. The cost is O(candidates) per token,
+// usually zero or one.
 //
 // # What it holds back
 //
@@ -52,8 +65,8 @@
 // Start is where the repetition begins: the first token of the first
 // copy that repeats earlier text (the earlier copy itself is ordinary
 // text that was already released). End is the end of the token at which
-// the loop became certain. The message gives the period and where the
-// repeated copy began. One loop ends the check: later text is not judged.
+// the loop became certain. The message gives the kind of loop (token,
+// phrase, block, restart), its period and how much recurred. One loop ends the check: later text is not judged.
 package repetition
 
 import (
