@@ -1,0 +1,14 @@
+// Package checks links every built-in check into a binary: importing it
+// runs the check packages' init functions, which register their Specs
+// with validator.Default. Commands that judge output (serve, check)
+// import it once.
+package checks
+
+import (
+	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema" // json_schema
+	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax" // json_syntax
+	_ "github.com/aegis-sentinel/aegis/internal/validator/length"     // length
+	_ "github.com/aegis-sentinel/aegis/internal/validator/repetition" // repetition
+	_ "github.com/aegis-sentinel/aegis/internal/validator/stall"      // stall
+	_ "github.com/aegis-sentinel/aegis/internal/validator/toolcall"   // tool_call
+)
