@@ -77,6 +77,10 @@ type prepared struct {
 	hold  bool
 	idx   []uint32
 	nWord int
+	// window marks a window of a long text; only the injection head
+	// learns from windows (held-out recall rose for it and fell for the
+	// unsafe head, whose long texts are model responses).
+	window bool
 }
 
 // Train fits a model on examples. The result depends only on the
@@ -140,6 +144,28 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 		p.idx = slices.Clone(f.idx)
 		p.nWord = f.nWord
 		train = append(train, p)
+		// Long texts are also learnt window by window, the way the scorer
+		// reads them, so that the model does not learn "long means
+		// attack" from long jailbreak templates against short benign
+		// requests.
+		if cfg.Window > 0 && f.nWords > cfg.Window {
+			for a := 0; a < f.nWords; a += cfg.Window {
+				w := &prepared{ex: p.ex, key: p.key, window: true}
+				b := min(a+cfg.Window, f.nWords)
+				for k, ix := range f.idx {
+					if k == f.nWord {
+						w.nWord = len(w.idx)
+					}
+					if pos := int(f.pos[k]); pos >= a && pos < b {
+						w.idx = append(w.idx, ix)
+					}
+				}
+				if f.nWord == len(f.idx) {
+					w.nWord = len(w.idx)
+				}
+				train = append(train, w)
+			}
+		}
 	}
 	if len(train) == 0 || len(hold) == 0 {
 		return nil, nil, errors.New("classifier: need examples in both the training and the held-out split")
@@ -175,6 +201,9 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	hr := HeadReport{Name: name}
 	var set []*prepared
 	for _, p := range train {
+		if p.window && name != HeadInjection {
+			continue
+		}
 		switch p.ex.Labels[hi] {
 		case Positive:
 			hr.TrainPos++
