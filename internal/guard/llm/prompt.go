@@ -182,23 +182,30 @@ func gbnfLit(s string) string {
 }
 
 // Schema returns the JSON schema of the verdict for the task (Ollama's
-// format), the same shape as Grammar.
+// format): a pass object or a fail object, so that the schema itself
+// rules out inconsistent verdicts (a pass with a reason).
 func Schema(task Task) map[string]any {
-	acts := []string{string(validator.ActionRelease)}
+	var acts []string
 	for _, a := range task.actions() {
 		acts = append(acts, string(a))
 	}
-	return map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"verdict": map[string]any{"type": "string", "enum": []string{"pass", "fail"}},
-			"risk":    map[string]any{"type": "string", "enum": []string{"low", "medium", "high"}},
-			"reason":  map[string]any{"type": []string{"string", "null"}, "enum": []any{nil, string(task.Reason())}},
-			"action":  map[string]any{"type": "string", "enum": acts},
-		},
-		"required":             []string{"verdict", "risk", "reason", "action"},
-		"additionalProperties": false,
+	obj := func(props map[string]any) map[string]any {
+		return map[string]any{"type": "object", "properties": props,
+			"required": []string{"verdict", "risk", "reason", "action"}, "additionalProperties": false}
 	}
+	pass := obj(map[string]any{
+		"verdict": map[string]any{"type": "string", "enum": []string{"pass"}},
+		"risk":    map[string]any{"type": "string", "enum": []string{"low"}},
+		"reason":  map[string]any{"type": "null"},
+		"action":  map[string]any{"type": "string", "enum": []string{string(validator.ActionRelease)}},
+	})
+	fail := obj(map[string]any{
+		"verdict": map[string]any{"type": "string", "enum": []string{"fail"}},
+		"risk":    map[string]any{"type": "string", "enum": []string{"low", "medium", "high"}},
+		"reason":  map[string]any{"type": "string", "enum": []string{string(task.Reason())}},
+		"action":  map[string]any{"type": "string", "enum": acts},
+	})
+	return map[string]any{"anyOf": []any{pass, fail}}
 }
 
 // maxVerdict bounds the verdict text we parse.
