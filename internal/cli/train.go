@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ func init() {
 	register(func(stdio *IO) *cobra.Command {
 		cfg := classifier.DefaultTrainConfig()
 		var data, out string
+		var verbose bool
 		c := &cobra.Command{
 			Use:   "train",
 			Short: "Train the embedded guard classifier from the shared datasets",
@@ -66,6 +68,11 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 				for _, h := range rep.Heads {
 					fmt.Fprintf(w, "%-17s train %d neg / %d pos; held out %d neg / %d pos: recall %.3f at FPR %.3f (threshold %.3f, high %.3f)\n",
 						h.Name, h.TrainNeg, h.TrainPos, h.HoldNeg, h.HoldPos, h.HoldRecall, h.HoldFPR, h.Threshold, h.High)
+					if verbose {
+						for _, k := range sortedKeys(h.BySource) {
+							fmt.Fprintf(w, "    held out %-36s flagged %.3f\n", k, h.BySource[k])
+						}
+					}
 				}
 				fmt.Fprintf(w, "wrote %s (%d bytes, data digest %.16s) in %s\n", out, len(b), m.Meta.DataDigest, time.Since(start).Round(time.Millisecond))
 				return nil
@@ -77,6 +84,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "shuffle seed")
 		f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "training epochs")
 		f.Uint8Var(&cfg.Bits, "bits", cfg.Bits, "log2 of the hashed feature table size")
+		f.BoolVarP(&verbose, "verbose", "v", false, "print the held-out flag rate per training source")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
 		return c
 	})
@@ -98,4 +106,13 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

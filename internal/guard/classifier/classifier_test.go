@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // synthetic builds a small labelled corpus from templates (no datasets).
@@ -185,4 +187,23 @@ func BenchmarkScore512Tokens(b *testing.B) {
 	for b.Loop() {
 		m.Scores(s)
 	}
+}
+
+// BenchmarkScore512TokensP99 reports the 99th-percentile latency of one
+// 512-token score on one goroutine (run with -cpu 1 for one core).
+func BenchmarkScore512TokensP99(b *testing.B) {
+	m, err := Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := text512()
+	lat := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		m.Scores(s)
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 }

@@ -47,12 +47,15 @@ type TrainConfig struct {
 	TargetFPR      float64 // held-out false-positive rate that sets Threshold
 	HighFPR        float64 // held-out false-positive rate that sets High
 	Window, Stride int
+	// TrainWindows are the window sizes (in words) long texts are also
+	// learnt in by the injection head.
+	TrainWindows []int
 }
 
 // DefaultTrainConfig is what `aegis train` uses.
 func DefaultTrainConfig() TrainConfig {
-	return TrainConfig{Bits: 19, Epochs: 8, Seed: 1, LearningRate: 0.2, L2: 1e-7,
-		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32}
+	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
+		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}}
 }
 
 // Report says what Train did.
@@ -68,6 +71,9 @@ type HeadReport struct {
 	HoldNeg, HoldPos     int
 	HoldRecall, HoldFPR  float64 // at Threshold
 	Threshold, High, Max float32
+	// BySource is the held-out flag rate per training source and label
+	// ("source +" / "source -").
+	BySource map[string]float64
 }
 
 type prepared struct {
@@ -148,10 +154,13 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 		// reads them, so that the model does not learn "long means
 		// attack" from long jailbreak templates against short benign
 		// requests.
-		if cfg.Window > 0 && f.nWords > cfg.Window {
-			for a := 0; a < f.nWords; a += cfg.Window {
+		for _, tw := range cfg.TrainWindows {
+			if tw <= 0 || f.nWords <= tw {
+				continue
+			}
+			for a := 0; a < f.nWords; a += tw {
 				w := &prepared{ex: p.ex, key: p.key, window: true}
-				b := min(a+cfg.Window, f.nWords)
+				b := min(a+tw, f.nWords)
 				for k, ix := range f.idx {
 					if k == f.nWord {
 						w.nWord = len(w.idx)
@@ -277,12 +286,22 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	// payloads included), exactly as inference will score.
 	probe := &Model{Bits: m.Bits, Window: m.Window, Stride: m.Stride, Heads: []Head{head}}
 	var negs, pos []float64
+	type srcScore struct {
+		key string
+		s   float64
+	}
+	var bySrc []srcScore
 	for _, p := range hold {
 		lab := p.ex.Labels[hi]
 		if lab == Ignore {
 			continue
 		}
 		s := float64(probe.Scores(p.ex.Text)[0].Raw)
+		sign := " -"
+		if lab == Positive {
+			sign = " +"
+		}
+		bySrc = append(bySrc, srcScore{p.ex.Source + sign, s})
 		if lab == Positive {
 			pos = append(pos, s)
 		} else {
@@ -307,6 +326,17 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 		if float32(s) >= head.Threshold {
 			fp++
 		}
+	}
+	hr.BySource = map[string]float64{}
+	cnt := map[string]int{}
+	for _, x := range bySrc {
+		cnt[x.key]++
+		if float32(x.s) >= head.Threshold {
+			hr.BySource[x.key]++
+		}
+	}
+	for k, n := range cnt {
+		hr.BySource[k] /= float64(n)
 	}
 	hr.HoldRecall = float64(tp) / float64(len(pos))
 	hr.HoldFPR = float64(fp) / float64(len(negs))

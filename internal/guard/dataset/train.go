@@ -243,7 +243,6 @@ func Training(root string) ([]classifier.Example, error) {
 	for _, e := range emails {
 		add("bipia/email-train", e, benign)
 	}
-	var attacks []string
 	for _, f := range []string{"bipia/text_attack_train.json", "bipia/code_attack_train.json"} {
 		names, m, err := categories(root, f)
 		if err != nil {
@@ -254,15 +253,12 @@ func Training(root string) ([]classifier.Example, error) {
 				continue
 			}
 			for _, s := range m[n] {
+				// Only the attack strings: emails with an attack inserted
+				// taught the head that email text itself is an attack
+				// (held-out clean emails were flagged 75% of the time); the
+				// windowed scorer finds an attack inside a document.
 				add("bipia/attack-train", s, injPos)
-				attacks = append(attacks, s)
 			}
-		}
-	}
-	for i, e := range emails {
-		for k := 0; k < 2 && len(attacks) > 0; k++ {
-			a := attacks[(i*7+k*31)%len(attacks)]
-			add("bipia/email-train-injected", inject(e, a, i+k), injPos)
 		}
 	}
 	// IFEval prompts and MITRE false-refusal prompts: benign.
