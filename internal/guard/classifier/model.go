@@ -46,6 +46,7 @@ type Head struct {
 	// chosen on held-out training data (see Meta.TargetFPR).
 	Threshold, High float32
 	W               []int8
+	prior           int // copy of Model.Prior for the scorer
 }
 
 // Meta records how a model was trained; it travels inside the model file.
@@ -67,12 +68,15 @@ type Model struct {
 	// inputs are also scored on, so that an injection inside a long
 	// benign document is not diluted away; the score is the maximum.
 	Window, Stride int
-	Heads          []Head
-	Meta           Meta
+	// Prior is the pseudo-count added to each feature group's size in
+	// the normalisation (see norm).
+	Prior int
+	Heads []Head
+	Meta  Meta
 }
 
 const magic = "AEGISCLF"
-const version = 1
+const version = 2
 
 // MarshalBinary encodes the model in its compact file format:
 // a header, a JSON metadata block, then per head its parameters and
@@ -89,6 +93,7 @@ func (m *Model) MarshalBinary() ([]byte, error) {
 	w(m.Bits)
 	w(uint16(m.Window))
 	w(uint16(m.Stride))
+	w(uint16(m.Prior))
 	w(uint8(len(m.Heads)))
 	w(uint32(len(meta)))
 	b.Write(meta)
@@ -116,9 +121,9 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 	}
 	var ver uint32
 	var bits, nh uint8
-	var win, stride uint16
+	var win, stride, prior uint16
 	var metaLen uint32
-	for _, v := range []any{&ver, &bits, &win, &stride, &nh, &metaLen} {
+	for _, v := range []any{&ver, &bits, &win, &stride, &prior, &nh, &metaLen} {
 		if err := binary.Read(r, binary.LittleEndian, v); err != nil {
 			return fmt.Errorf("classifier: header: %w", err)
 		}
@@ -133,7 +138,7 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 	if _, err := io.ReadFull(r, meta); err != nil {
 		return fmt.Errorf("classifier: meta: %w", err)
 	}
-	out := Model{Bits: bits, Window: int(win), Stride: int(stride)}
+	out := Model{Bits: bits, Window: int(win), Stride: int(stride), Prior: int(prior)}
 	if err := json.Unmarshal(meta, &out.Meta); err != nil {
 		return fmt.Errorf("classifier: meta: %w", err)
 	}
@@ -153,7 +158,7 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 		if r.Len() < 1<<bits {
 			return fmt.Errorf("classifier: head %s: truncated weights", name)
 		}
-		h := Head{Name: string(name), Bias: p[0], Scale: p[1], PlattA: p[2], PlattB: p[3], Threshold: p[4], High: p[5], W: make([]int8, 1<<bits)}
+		h := Head{Name: string(name), Bias: p[0], Scale: p[1], PlattA: p[2], PlattB: p[3], Threshold: p[4], High: p[5], W: make([]int8, 1<<bits), prior: int(prior)}
 		if err := binary.Read(r, binary.LittleEndian, h.W); err != nil {
 			return fmt.Errorf("classifier: head %s weights: %w", name, err)
 		}
@@ -264,14 +269,17 @@ func (h *Head) rawWhole(f *features) float32 {
 	for _, ix := range f.idx[f.nWord:] {
 		sc += int32(h.W[ix])
 	}
-	return h.Bias + h.Scale*(norm(float32(sw), f.nWord)+norm(float32(sc), len(f.idx)-f.nWord))
+	return h.Bias + h.Scale*(norm(float32(sw), f.nWord, h.prior)+norm(float32(sc), len(f.idx)-f.nWord, h.prior))
 }
 
-func norm(sum float32, n int) float32 {
+// norm divides a weight sum by √(n+prior): the pseudo-count prior
+// shrinks the few features of a very short text toward the bias, so that
+// one or two words cannot decide a verdict on their own.
+func norm(sum float32, n, prior int) float32 {
 	if n == 0 {
 		return 0
 	}
-	return sum / float32(math.Sqrt(float64(n)))
+	return sum / float32(math.Sqrt(float64(n+prior)))
 }
 
 // rawMax is the maximum raw score over the whole text and its windows.
@@ -307,7 +315,7 @@ func (h *Head) rawMax(f *features, window, stride int, buf *[]float32) float32 {
 	}
 	for a := 0; a < f.nWords; a += stride {
 		b := min(a+window, f.nWords)
-		v := h.Bias + h.Scale*(norm(ws[b]-ws[a], int(wc[b]-wc[a]))+norm(cs[b]-cs[a], int(cc[b]-cc[a])))
+		v := h.Bias + h.Scale*(norm(ws[b]-ws[a], int(wc[b]-wc[a]), h.prior)+norm(cs[b]-cs[a], int(cc[b]-cc[a]), h.prior))
 		if v > best {
 			best = v
 		}

@@ -47,6 +47,8 @@ type TrainConfig struct {
 	TargetFPR      float64 // held-out false-positive rate that sets Threshold
 	HighFPR        float64 // held-out false-positive rate that sets High
 	Window, Stride int
+	// Prior is the normalisation pseudo-count (see Model.Prior).
+	Prior int
 	// TrainWindows are the window sizes (in words) long texts are also
 	// learnt in by the injection head.
 	TrainWindows []int
@@ -55,7 +57,7 @@ type TrainConfig struct {
 // DefaultTrainConfig is what `aegis train` uses.
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
-		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}}
+		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16}
 }
 
 // Report says what Train did.
@@ -179,7 +181,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 	if len(train) == 0 || len(hold) == 0 {
 		return nil, nil, errors.New("classifier: need examples in both the training and the held-out split")
 	}
-	m := &Model{Bits: cfg.Bits, Window: cfg.Window, Stride: cfg.Stride, Meta: Meta{
+	m := &Model{Bits: cfg.Bits, Window: cfg.Window, Stride: cfg.Stride, Prior: cfg.Prior, Meta: Meta{
 		Seed: cfg.Seed, Epochs: cfg.Epochs, DataDigest: hex.EncodeToString(digest.Sum(nil)),
 		TargetFPR: cfg.TargetFPR, HighFPR: cfg.HighFPR,
 		Counts: map[string][2]int{}, Holdout: map[string][2]int{},
@@ -242,7 +244,7 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 		for _, oi := range order {
 			p := set[oi]
 			nw, nc := p.nWord, len(p.idx)-p.nWord
-			iw, ic := invSqrt(nw), invSqrt(nc)
+			iw, ic := invSqrt(nw, cfg.Prior), invSqrt(nc, cfg.Prior)
 			z := bias
 			for k, ix := range p.idx {
 				if k < nw {
@@ -278,13 +280,13 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 		maxAbs = 1
 	}
 	scale := maxAbs / 127
-	head := Head{Name: name, Bias: float32(bias), Scale: float32(scale), W: make([]int8, dim), PlattA: 1}
+	head := Head{Name: name, Bias: float32(bias), Scale: float32(scale), W: make([]int8, dim), PlattA: 1, prior: cfg.Prior}
 	for i, v := range w {
 		head.W[i] = int8(math.Round(v / scale))
 	}
 	// Calibrate on the held-out split with the full scorer (windows and
 	// payloads included), exactly as inference will score.
-	probe := &Model{Bits: m.Bits, Window: m.Window, Stride: m.Stride, Heads: []Head{head}}
+	probe := &Model{Bits: m.Bits, Window: m.Window, Stride: m.Stride, Prior: m.Prior, Heads: []Head{head}}
 	var negs, pos []float64
 	type srcScore struct {
 		key string
@@ -396,9 +398,9 @@ func platt(pos, negs []float64) (float32, float32) {
 	return float32(a), float32(b)
 }
 
-func invSqrt(n int) float64 {
+func invSqrt(n, prior int) float64 {
 	if n == 0 {
 		return 0
 	}
-	return 1 / math.Sqrt(float64(n))
+	return 1 / math.Sqrt(float64(n+prior))
 }
