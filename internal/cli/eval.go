@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/guard"
+	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guard/eval"
+)
+
+func init() {
+	register(func(stdio *IO) *cobra.Command {
+		var (
+			kind, data, head string
+			asJSON           bool
+			llmOpts          llmFlags
+		)
+		c := &cobra.Command{
+			Use:   "eval [flags] [SET|FILE.jsonl]...",
+			Short: "Measure a guard on labelled sets: precision, recall, F1, FPR, recall@1%FPR, latency",
+			Long: `eval runs a guard over labelled texts and prints, per set, precision, recall, F1,
+false-positive rate, recall at 1% false-positive rate, ROC AUC and p50/p99 latency.
+
+Arguments are built-in set names (read from ../shared/datasets, evaluation-only data) or JSONL
+files with one {"text": ..., "label": 0|1, "category": ...} per line. Without arguments every
+built-in set is run. Built-in sets: ` + strings.Join(dataset.EvalNames(), ", ") + `.
+
+The guard decides with its own thresholds (set at training time on held-out training data);
+nothing is tuned on these sets.`,
+			RunE: func(c *cobra.Command, args []string) error {
+				var scorer eval.Scorer
+				switch kind {
+				case "classifier":
+					g, err := guard.Default()
+					if err != nil {
+						return fmt.Errorf("eval: %w", err)
+					}
+					scorer = g
+				case "llm":
+					s, err := llmOpts.scorer()
+					if err != nil {
+						return err
+					}
+					scorer = s
+				default:
+					return usagef("eval: --guard must be classifier or llm, not %q", kind)
+				}
+				if len(args) == 0 {
+					args = dataset.EvalNames()
+				}
+				var sets []*dataset.Set
+				for _, a := range args {
+					if strings.HasSuffix(a, ".jsonl") || strings.ContainsRune(a, os.PathSeparator) {
+						f, err := os.Open(a)
+						if err != nil {
+							return usagef("eval: %v", err)
+						}
+						items, err := dataset.ReadJSONL(f)
+						f.Close()
+						if err != nil {
+							return usagef("eval: %s: %v", a, err)
+						}
+						h := head
+						if h == "" {
+							h = dataset.HeadAny
+						}
+						sets = append(sets, &dataset.Set{Name: a, Head: h, Items: items})
+						continue
+					}
+					root := data
+					if root == "" {
+						r, err := dataset.Root()
+						if err != nil {
+							return usagef("eval: set %s: %v (use --data DIR)", a, err)
+						}
+						root = r
+					}
+					s, err := dataset.EvalSet(root, a)
+					if err != nil {
+						return usagef("eval: %v", err)
+					}
+					if head != "" {
+						s.Head = head
+					}
+					sets = append(sets, s)
+				}
+				var results []*eval.Result
+				for _, s := range sets {
+					r, err := eval.Run(c.Context(), scorer, s, nil)
+					if err != nil {
+						return fmt.Errorf("eval: %w", err)
+					}
+					results = append(results, r)
+				}
+				if asJSON {
+					enc := json.NewEncoder(stdio.Out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(jsonSafe(results))
+				}
+				printEvalTable(stdio.Out, results)
+				return nil
+			},
+		}
+		f := c.Flags()
+		f.StringVar(&kind, "guard", "classifier", "guard to evaluate: classifier (embedded) or llm (a guard model over a local API)")
+		f.StringVar(&head, "head", "", "override the head judged: prompt_injection, unsafe_content or any (JSONL files default to any)")
+		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory)")
+		f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+		llmOpts.register(c)
+		return c
+	})
+}
+
+func printEvalTable(w io.Writer, rs []*eval.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, strings.ReplaceAll("set\thead\tpos\tneg\tprecision\trecall\tF1\tFPR\trecall@1pctFPR\tAUC\tp50 ms\tp99 ms\terrors\t\n", "1pct", "1%"))
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%d\t\n", r.Set, r.Head, r.Pos, r.Neg,
+			pct(r.Precision), pct(r.Recall), pct(r.F1), pct(r.FPR), pct(r.RecallAt1FPR), num(r.AUC), r.P50ms, r.P99ms, r.Errors)
+	}
+	tw.Flush()
+}
+
+func pct(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
+}
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// jsonSafe replaces NaN metrics (undefined: no positives or negatives)
+// with -1 so the output stays valid JSON.
+func jsonSafe(rs []*eval.Result) []*eval.Result {
+	fix := func(v *float64) {
+		if math.IsNaN(*v) {
+			*v = -1
+		}
+	}
+	for _, r := range rs {
+		for _, v := range []*float64{&r.Precision, &r.Recall, &r.F1, &r.FPR, &r.RecallAt1FPR, &r.AUC, &r.P50ms, &r.P99ms} {
+			fix(v)
+		}
+		for k, c := range r.Categories {
+			fix(&c.Rate)
+			r.Categories[k] = c
+		}
+	}
+	return rs
+}

@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/eval"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+)
+
+// llmFlags are the eval flags that configure a guard LLM.
+type llmFlags struct {
+	url, kind, model string
+	slot             int
+	timeout          time.Duration
+}
+
+func (l *llmFlags) register(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVar(&l.url, "url", "", "guard server base URL (with --guard llm)")
+	f.StringVar(&l.kind, "kind", "llama", "guard server kind: llama (llama-server) or ollama")
+	f.StringVar(&l.model, "model", "", "model name (Ollama)")
+	f.IntVar(&l.slot, "id-slot", 0, "llama-server slot to pin (-1: any)")
+	f.DurationVar(&l.timeout, "timeout", 60*time.Second, "per-text time limit for the guard LLM")
+}
+
+func (l *llmFlags) scorer() (eval.Scorer, error) {
+	if l.url == "" {
+		return nil, usagef("eval: --guard llm needs --url")
+	}
+	k, err := llm.ParseKind(l.kind)
+	if err != nil {
+		return nil, usagef("eval: %v", err)
+	}
+	if k == llm.KindOllama && l.model == "" {
+		return nil, usagef("eval: --kind ollama needs --model")
+	}
+	return &llm.Scorer{Client: &llm.Client{BaseURL: l.url, Kind: k, Model: l.model, Slot: l.slot}, Timeout: l.timeout}, nil
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
+	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+)
+
+// defaultModelPath is where the embedded model lives in the source tree.
+const defaultModelPath = "internal/guard/classifier/model/guard.bin"
+
+func init() {
+	register(func(stdio *IO) *cobra.Command {
+		cfg := classifier.DefaultTrainConfig()
+		var data, out string
+		var verbose bool
+		c := &cobra.Command{
+			Use:   "train",
+			Short: "Train the embedded guard classifier from the shared datasets",
+			Long: `train builds the guard's embedded classifier (prompt_injection and unsafe_content heads)
+from the training-only datasets in ../shared/datasets and writes the compact model file that
+the aegis binary embeds (rebuild aegis afterwards). The same data, seed and flags give the
+same bytes. Evaluation-only sets are never read; use 'aegis eval' on them.
+
+Training sets: ` + fmt.Sprint(dataset.TrainingSources),
+			Args: noArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				start := time.Now()
+				root := data
+				if root == "" {
+					r, err := dataset.Root()
+					if err != nil {
+						return usagef("train: %v (use --data DIR)", err)
+					}
+					root = r
+				}
+				if out == "" {
+					dir, err := moduleRoot()
+					if err != nil {
+						return usagef("train: %v (use --out FILE)", err)
+					}
+					out = filepath.Join(dir, defaultModelPath)
+				}
+				exs, err := dataset.Training(root)
+				if err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+				m, rep, err := classifier.Train(exs, cfg)
+				if err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+				b, err := m.MarshalBinary()
+				if err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+				if err := os.WriteFile(out, b, 0o644); err != nil {
+					return fmt.Errorf("train: %w", err)
+				}
+				w := stdio.Out
+				fmt.Fprintf(w, "examples %d (duplicates merged %d, label conflicts dropped %d)\n", rep.Examples, rep.Duplicates, rep.Conflicts)
+				for _, h := range rep.Heads {
+					fmt.Fprintf(w, "%-17s train %d neg / %d pos; held out %d neg / %d pos: recall %.3f at FPR %.3f (threshold %.3f, high %.3f)\n",
+						h.Name, h.TrainNeg, h.TrainPos, h.HoldNeg, h.HoldPos, h.HoldRecall, h.HoldFPR, h.Threshold, h.High)
+					if verbose {
+						for _, k := range sortedKeys(h.BySource) {
+							fmt.Fprintf(w, "    held out %-36s flagged %.3f\n", k, h.BySource[k])
+						}
+					}
+				}
+				fmt.Fprintf(w, "wrote %s (%d bytes, data digest %.16s) in %s\n", out, len(b), m.Meta.DataDigest, time.Since(start).Round(time.Millisecond))
+				return nil
+			},
+		}
+		f := c.Flags()
+		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory, or $AEGIS_DATASETS)")
+		f.StringVar(&out, "out", "", "model file to write (default: "+defaultModelPath+" in the source tree)")
+		f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "shuffle seed")
+		f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "training epochs")
+		f.Uint8Var(&cfg.Bits, "bits", cfg.Bits, "log2 of the hashed feature table size")
+		f.BoolVarP(&verbose, "verbose", "v", false, "print the held-out flag rate per training source")
+		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
+		return c
+	})
+}
+
+// moduleRoot walks up from the working directory to the directory with go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func sortedKeys(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

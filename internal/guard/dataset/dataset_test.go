@@ -1,0 +1,160 @@
+package dataset
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+)
+
+// sharedRoot returns the datasets directory, failing in CI and skipping
+// locally when it is missing.
+func sharedRoot(t *testing.T) string {
+	t.Helper()
+	root, err := Root()
+	if err != nil {
+		if testbed.Mandatory() {
+			t.Fatalf("shared datasets are required: %v", err)
+		}
+		t.Skipf("shared datasets not found: %v", err)
+	}
+	return root
+}
+
+func TestEvalSetCounts(t *testing.T) {
+	root := sharedRoot(t)
+	want := map[string][2]int{ // pos, neg (from the SOURCE.md files)
+		"cyberseceval-pi":              {251, 450},
+		"cyberseceval-pi-multilingual": {1004, 450},
+		"bipia-test":                   {125, 200},
+		"bipia-test-injected":          {200, 200},
+		"llm-guard-pi":                 {49, 11},
+		"xstest":                       {200, 250},
+		"openai-moderation":            {522, 1158},
+	}
+	for name, w := range want {
+		t.Run(name, func(t *testing.T) {
+			s, err := EvalSet(root, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pos, neg int
+			for _, it := range s.Items {
+				if it.Label == 1 {
+					pos++
+				} else {
+					neg++
+				}
+				if strings.TrimSpace(it.Text) == "" {
+					t.Errorf("empty text in %s", name)
+				}
+			}
+			if pos != w[0] || neg != w[1] {
+				t.Errorf("%s: %d pos / %d neg, want %d / %d", name, pos, neg, w[0], w[1])
+			}
+		})
+	}
+}
+
+// TestTrainingReproducibleOnSubset trains twice on a small subset of the
+// real training data: the same data and seed must give the same bytes.
+func TestTrainingReproducibleOnSubset(t *testing.T) {
+	root := sharedRoot(t)
+	exs, err := Training(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exs) < 5000 {
+		t.Fatalf("only %d training examples; loaders broken?", len(exs))
+	}
+	var sub []classifier.Example
+	for i := 0; i < len(exs); i += 15 {
+		sub = append(sub, exs[i])
+	}
+	cfg := classifier.DefaultTrainConfig()
+	cfg.Bits, cfg.Epochs = 16, 2
+	var outs [][]byte
+	for range 2 {
+		m, _, err := classifier.Train(sub, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, b)
+	}
+	if !bytes.Equal(outs[0], outs[1]) {
+		t.Fatal("training on the same subset twice gave different bytes")
+	}
+}
+
+// TestTrainingExcludesEvalData guards the train/eval split: no
+// evaluation-only text may appear among the training examples.
+func TestTrainingExcludesEvalData(t *testing.T) {
+	root := sharedRoot(t)
+	exs, err := Training(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train := map[string]bool{}
+	for _, e := range exs {
+		train[e.Text] = true
+	}
+	for _, name := range []string{"cyberseceval-pi", "bipia-test", "llm-guard-pi", "xstest", "openai-moderation"} {
+		s, err := EvalSet(root, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, it := range s.Items {
+			if train[it.Text] {
+				n++
+			}
+		}
+		if n > 0 {
+			t.Errorf("%s: %d items also in the training data", name, n)
+		}
+	}
+}
+
+var jsonlCases = []struct {
+	name, in string
+	n        int
+	ok       bool
+}{
+	{"two", `{"text":"a","label":1,"category":"x"}` + "\n\n" + `{"text":"b","label":0}`, 2, true},
+	{"missing label", `{"text":"a"}`, 0, false},
+	{"bad label", `{"text":"a","label":2}`, 0, false},
+	{"not json", `text`, 0, false},
+}
+
+func TestReadJSONL(t *testing.T) {
+	for _, c := range jsonlCases {
+		t.Run(c.name, func(t *testing.T) {
+			items, err := ReadJSONL(strings.NewReader(c.in))
+			if (err == nil) != c.ok || len(items) != c.n {
+				t.Fatalf("got %d items, err %v; want %d, ok=%v", len(items), err, c.n, c.ok)
+			}
+		})
+	}
+}
+
+func FuzzReadJSONL(f *testing.F) {
+	for _, c := range jsonlCases {
+		f.Add(c.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		items, err := ReadJSONL(strings.NewReader(s))
+		if err == nil {
+			for _, it := range items {
+				if it.Label != 0 && it.Label != 1 {
+					t.Fatalf("label %d accepted", it.Label)
+				}
+			}
+		}
+	})
+}

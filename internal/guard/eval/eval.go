@@ -1,0 +1,176 @@
+// Package eval measures a guard over labelled texts: precision, recall,
+// F1, false-positive rate, recall at 1% false-positive rate, ROC AUC and
+// latency percentiles, per set and per category.
+package eval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+)
+
+// Scorer judges one text for one head. Score orders texts (higher is more
+// likely positive) and Flag is the guard's own decision at its configured
+// threshold.
+type Scorer interface {
+	Score(ctx context.Context, text, head string) (score float64, flag bool, err error)
+}
+
+// Result is the measurement of one set.
+type Result struct {
+	Set          string              `json:"set"`
+	Head         string              `json:"head"`
+	N            int                 `json:"n"`
+	Pos          int                 `json:"pos"`
+	Neg          int                 `json:"neg"`
+	TP           int                 `json:"tp"`
+	FP           int                 `json:"fp"`
+	Errors       int                 `json:"errors"`
+	Precision    float64             `json:"precision"`
+	Recall       float64             `json:"recall"`
+	F1           float64             `json:"f1"`
+	FPR          float64             `json:"fpr"`
+	RecallAt1FPR float64             `json:"recall_at_1pct_fpr"`
+	AUC          float64             `json:"auc"`
+	P50ms        float64             `json:"p50_ms"`
+	P99ms        float64             `json:"p99_ms"`
+	Categories   map[string]Category `json:"categories,omitempty"`
+	Note         string              `json:"note,omitempty"`
+}
+
+// Category is the flag rate within one category of a set.
+type Category struct {
+	N       int     `json:"n"`
+	Label   int     `json:"label"`
+	Flagged int     `json:"flagged"`
+	Rate    float64 `json:"rate"`
+}
+
+// Clock returns the current time; tests may substitute it.
+type Clock func() time.Time
+
+// Run scores every item of set and computes the metrics. Items whose
+// scoring fails count as errors and are left out of the metrics.
+func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, error) {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Result{Set: set.Name, Head: set.Head, Note: set.Note, Categories: map[string]Category{}}
+	var pos, neg []float64
+	lat := make([]float64, 0, len(set.Items))
+	for _, it := range set.Items {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("eval %s: %w", set.Name, err)
+		}
+		t0 := now()
+		score, flag, err := s.Score(ctx, it.Text, set.Head)
+		lat = append(lat, float64(now().Sub(t0))/float64(time.Millisecond))
+		if err != nil {
+			r.Errors++
+			continue
+		}
+		r.N++
+		c := r.Categories[it.Category]
+		c.N++
+		c.Label = it.Label
+		if flag {
+			c.Flagged++
+		}
+		r.Categories[it.Category] = c
+		if it.Label == 1 {
+			r.Pos++
+			pos = append(pos, score)
+			if flag {
+				r.TP++
+			}
+		} else {
+			r.Neg++
+			neg = append(neg, score)
+			if flag {
+				r.FP++
+			}
+		}
+	}
+	for k, c := range r.Categories {
+		c.Rate = ratio(c.Flagged, c.N)
+		r.Categories[k] = c
+	}
+	r.Precision = ratio(r.TP, r.TP+r.FP)
+	r.Recall = ratio(r.TP, r.Pos)
+	if r.Precision+r.Recall > 0 {
+		r.F1 = 2 * r.Precision * r.Recall / (r.Precision + r.Recall)
+	}
+	r.FPR = ratio(r.FP, r.Neg)
+	r.RecallAt1FPR = RecallAtFPR(pos, neg, 0.01)
+	r.AUC = AUC(pos, neg)
+	r.P50ms = Percentile(lat, 50)
+	r.P99ms = Percentile(lat, 99)
+	return r, nil
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return float64(a) / float64(b)
+}
+
+// RecallAtFPR is the share of positives scoring strictly above the
+// threshold that lets at most fpr of the negatives through (ties count
+// against the positives). NaN without both classes.
+func RecallAtFPR(pos, neg []float64, fpr float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
+		return math.NaN()
+	}
+	n := append([]float64(nil), neg...)
+	sort.Sort(sort.Reverse(sort.Float64Slice(n)))
+	k := int(math.Floor(fpr * float64(len(n))))
+	var thr float64
+	if k >= len(n) {
+		thr = math.Inf(-1)
+	} else {
+		thr = n[k]
+	}
+	hit := 0
+	for _, p := range pos {
+		if p > thr {
+			hit++
+		}
+	}
+	return float64(hit) / float64(len(pos))
+}
+
+// AUC is the ROC area: the probability that a random positive scores
+// above a random negative (ties count half). NaN without both classes.
+func AUC(pos, neg []float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
+		return math.NaN()
+	}
+	n := append([]float64(nil), neg...)
+	sort.Float64s(n)
+	var sum float64
+	for _, p := range pos {
+		lo := sort.SearchFloat64s(n, p)
+		hi := lo
+		for hi < len(n) && n[hi] == p {
+			hi++
+		}
+		sum += float64(lo) + 0.5*float64(hi-lo)
+	}
+	return sum / float64(len(pos)*len(neg))
+}
+
+// Percentile returns the q-th percentile (nearest rank) of xs.
+func Percentile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

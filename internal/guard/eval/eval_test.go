@@ -1,0 +1,65 @@
+package eval
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+)
+
+func TestMetrics(t *testing.T) {
+	cases := []struct {
+		name     string
+		pos, neg []float64
+		auc, r1  float64
+	}{
+		{"perfect", []float64{3, 4}, []float64{1, 2}, 1, 1},
+		{"inverted", []float64{1, 2}, []float64{3, 4}, 0, 0},
+		{"ties", []float64{1}, []float64{1}, 0.5, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := AUC(c.pos, c.neg); got != c.auc {
+				t.Errorf("AUC = %v, want %v", got, c.auc)
+			}
+			if got := RecallAtFPR(c.pos, c.neg, 0.01); got != c.r1 {
+				t.Errorf("RecallAtFPR = %v, want %v", got, c.r1)
+			}
+		})
+	}
+	if !math.IsNaN(AUC(nil, []float64{1})) {
+		t.Error("AUC without positives should be NaN")
+	}
+	if p := Percentile([]float64{5, 1, 3, 2, 4}, 50); p != 3 {
+		t.Errorf("p50 = %v", p)
+	}
+}
+
+// fixed scores texts from a table and flags at score >= 0.
+type fixed map[string]float64
+
+func (f fixed) Score(_ context.Context, text, _ string) (float64, bool, error) {
+	s := f[text]
+	return s, s >= 0, nil
+}
+
+func TestRun(t *testing.T) {
+	set := &dataset.Set{Name: "s", Head: "any", Items: []dataset.Item{
+		{Text: "a", Label: 1}, {Text: "b", Label: 1}, {Text: "c", Label: 0}, {Text: "d", Label: 0},
+	}}
+	sc := fixed{"a": 1, "b": -1, "c": 0.5, "d": -2}
+	tick := time.Unix(0, 0)
+	clock := func() time.Time { tick = tick.Add(time.Millisecond); return tick }
+	r, err := Run(context.Background(), sc, set, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TP != 1 || r.FP != 1 || r.Precision != 0.5 || r.Recall != 0.5 || r.FPR != 0.5 {
+		t.Errorf("got %+v", r)
+	}
+	if r.P50ms != 1 || r.P99ms != 1 {
+		t.Errorf("latency p50 %v p99 %v, want 1 ms", r.P50ms, r.P99ms)
+	}
+}

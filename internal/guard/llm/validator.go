@@ -1,0 +1,333 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Config configures the "guard_llm" validator.
+type Config struct {
+	// URL is the guard server's base URL (loopback).
+	URL string `json:"url" yaml:"url"`
+	// Kind is "llama" (llama-server) or "ollama".
+	Kind string `json:"kind" yaml:"kind"`
+	// Model is the Ollama model name.
+	Model string `json:"model" yaml:"model"`
+	// Task is safety, injection, drift or tool_call (default safety).
+	Task string `json:"task" yaml:"task"`
+	// Deadline bounds every guard call, and how long after the end of the
+	// output the final verdict may take (default 2s).
+	Deadline time.Duration `json:"deadline" yaml:"deadline"`
+	// FailOpen releases text the guard could not judge in time; false
+	// (the default) fails the output with guard_unavailable.
+	FailOpen bool `json:"fail_open" yaml:"fail_open"`
+	// CadenceTokens asks for a verdict every this many tokens (counted as
+	// 4 bytes each) or at the first sentence end after half of it
+	// (default 64). While a call is in flight new text waits for the next
+	// one (the guard is never queued up when it is saturated).
+	CadenceTokens int `json:"cadence_tokens" yaml:"cadence_tokens"`
+	// IDSlot pins the llama-server slot whose KV cache keeps the prompt
+	// prefix warm (-1: any slot; default 0).
+	IDSlot *int `json:"id_slot" yaml:"id_slot"`
+	// PrefillOnly, when true, sends only cache-warming prefill requests
+	// while the output streams and asks for the verdict once at the end;
+	// output is then held back until that verdict.
+	PrefillOnly bool `json:"prefill_only" yaml:"prefill_only"`
+}
+
+func init() {
+	validator.Register(validator.Spec{
+		Name:    "guard_llm",
+		Summary: "a small guard model on a local llama-server or Ollama judges the output",
+		Doc: `Asks a guard model on its own server for a grammar-constrained verdict (safety, injection,
+drift or tool-call plausibility) at sentence ends / every cadence_tokens tokens and at the end of
+the output. Calls run in the background; Write never blocks. Settled advances to the end of
+the last text the guard passed, so the unjudged tail is held back. On llama-server the risk
+comes from the verdict token's probability (n_probs) and the prompt prefix stays cached in the
+pinned id_slot. A call that fails or outlives the deadline yields guard_unavailable unless
+fail_open is set, in which case the text is released unjudged.`,
+		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
+			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
+		Example: "guard_llm:\n  url: http://127.0.0.1:8081\n  kind: llama\n  task: safety\n  deadline: 2s\n  fail_open: false\n  cadence_tokens: 64\n  id_slot: 0\n",
+		Config:  func() any { return &Config{} },
+		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
+			c, _ := cfg.(*Config)
+			if c == nil || c.URL == "" {
+				return nil, fmt.Errorf("guard_llm: url is required")
+			}
+			return New(*c, req, nil)
+		},
+	})
+}
+
+// sharedHTTP is used by every guard_llm validator: connections to the
+// guard server are reused across attempts.
+var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}}
+
+// Guard is the guard_llm validator for one attempt.
+type Guard struct {
+	client   *Client
+	task     Task
+	context  string
+	cfg      Config
+	now      func() time.Time
+	cadence  int
+	mu       sync.Mutex
+	buf      []byte
+	settled  int
+	asked    int // end of the text of the last call started
+	findings []validator.Finding
+	closed   bool
+	done     bool // final verdict in (or deadline passed) after Close
+	inflight *call
+	wg       sync.WaitGroup
+}
+
+type call struct {
+	end      int
+	started  time.Time
+	cancel   context.CancelFunc
+	final    bool
+	prefill  bool
+	timedOut bool
+}
+
+// New builds a guard_llm validator. now is the clock (nil: time.Now).
+func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error) {
+	kind, err := ParseKind(c.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("guard_llm: %w", err)
+	}
+	task := TaskSafety
+	if c.Task != "" {
+		if task, err = ParseTask(c.Task); err != nil {
+			return nil, fmt.Errorf("guard_llm: %w", err)
+		}
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = 2 * time.Second
+	}
+	if c.CadenceTokens <= 0 {
+		c.CadenceTokens = 64
+	}
+	slot := 0
+	if c.IDSlot != nil {
+		slot = *c.IDSlot
+	}
+	if now == nil {
+		now = time.Now
+	}
+	g := &Guard{
+		client:  &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP},
+		task:    task,
+		cfg:     c,
+		now:     now,
+		cadence: 4 * c.CadenceTokens,
+	}
+	if req != nil && (task == TaskDrift || task == TaskToolCall) {
+		g.context = req.System()
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				g.context += "\nuser: " + m.Content
+			}
+		}
+	}
+	return g, nil
+}
+
+func (g *Guard) Name() string { return "guard_llm" }
+
+// Write appends output and, at a cadence point with no call in flight,
+// starts a background call. It never waits for the guard.
+func (g *Guard) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.buf = append(g.buf, p...)
+	if g.closed || len(g.findings) > 0 || g.inflight != nil {
+		return len(p), nil
+	}
+	n := len(g.buf) - g.asked
+	if n >= g.cadence || (n >= g.cadence/2 && endsSentence(g.buf)) {
+		g.startLocked(false)
+	}
+	return len(p), nil
+}
+
+func endsSentence(b []byte) bool {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-3; i-- {
+		switch b[i] {
+		case '.', '!', '?', '\n':
+			return true
+		case ' ', '"', ')':
+			continue
+		}
+		return false
+	}
+	return false
+}
+
+// startLocked starts a call on the text so far. g.mu is held.
+func (g *Guard) startLocked(final bool) {
+	end := len(g.buf)
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Deadline)
+	c := &call{end: end, started: g.now(), cancel: cancel, final: final, prefill: g.cfg.PrefillOnly && !final}
+	g.inflight = c
+	g.asked = end
+	prompt := BuildPrompt(g.task, g.context, string(g.buf[:end]))
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		var res *Result
+		var err error
+		if c.prefill {
+			err = g.client.Prefill(ctx, prompt)
+		} else {
+			res, err = g.client.Check(ctx, g.task, prompt)
+		}
+		g.finish(c, res, err)
+	}()
+}
+
+// finish records a call's outcome.
+func (g *Guard) finish(c *call, res *Result, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight != c || c.timedOut {
+		return // superseded or already judged by Tick
+	}
+	g.inflight = nil
+	switch {
+	case err != nil:
+		g.unavailableLocked(c, err.Error())
+	case c.prefill:
+		// Warmed the cache; nothing judged.
+	case res.Verdict.Verdict == validator.Fail:
+		msg := fmt.Sprintf("guard model (%s) says %s, risk %s", g.task, res.Verdict.Reason, res.Verdict.Risk)
+		if res.HasProbs {
+			msg += fmt.Sprintf(" (p_fail=%.2f)", res.PFail)
+		}
+		g.findings = append(g.findings, validator.Finding{
+			Check: "guard_llm", Reason: res.Verdict.Reason, Start: g.settled, End: max(c.end, g.settled+1),
+			Message: msg, Hint: res.Verdict.Action,
+		})
+	default:
+		g.settled = max(g.settled, c.end)
+	}
+	if c.final || (g.closed && len(g.findings) > 0) {
+		g.done = true
+		return
+	}
+	if g.closed && !g.done {
+		if g.settled >= len(g.buf) {
+			g.done = true
+			return
+		}
+		g.startLocked(true)
+	}
+}
+
+// unavailableLocked applies the fail-open / fail-closed policy to call c.
+func (g *Guard) unavailableLocked(c *call, why string) {
+	if g.cfg.FailOpen {
+		if !c.prefill {
+			g.settled = max(g.settled, c.end)
+		}
+		return
+	}
+	g.findings = append(g.findings, validator.Finding{
+		Check: "guard_llm", Reason: validator.ReasonGuardUnavailable, Start: g.settled, End: max(c.end, g.settled+1),
+		Message: "guard model gave no verdict in time: " + why,
+	})
+}
+
+func (g *Guard) Settled() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.settled
+}
+
+func (g *Guard) Findings() []validator.Finding {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]validator.Finding(nil), g.findings...)
+}
+
+// Close marks the end of the output and asks for the final verdict in the
+// background (after the call in flight, if any, reports).
+func (g *Guard) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	g.closed = true
+	if len(g.findings) > 0 {
+		g.done = true
+		return
+	}
+	if g.inflight == nil {
+		if g.settled >= len(g.buf) {
+			g.done = true
+			return
+		}
+		g.startLocked(true)
+	}
+}
+
+// Done reports whether the final verdict is in (after Close).
+func (g *Guard) Done() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.done
+}
+
+// Tick enforces the deadline: a call older than the deadline is cancelled
+// and judged unavailable now, whether or not its goroutine has returned.
+func (g *Guard) Tick(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.inflight
+	if c == nil || now.Before(c.started.Add(g.cfg.Deadline)) {
+		return
+	}
+	c.timedOut = true
+	c.cancel()
+	g.inflight = nil
+	g.unavailableLocked(c, fmt.Sprintf("deadline %s passed", g.cfg.Deadline))
+	if c.final || (g.closed && len(g.findings) > 0) {
+		g.done = true
+		return
+	}
+	if g.closed && !g.done {
+		if g.cfg.FailOpen && g.settled >= len(g.buf) {
+			g.done = true
+			return
+		}
+		g.startLocked(true)
+	}
+}
+
+// NextDeadline is when the call in flight times out (zero when idle).
+func (g *Guard) NextDeadline() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight == nil {
+		return time.Time{}
+	}
+	return g.inflight.started.Add(g.cfg.Deadline)
+}
+
+// Wait blocks until every background call has returned (tests and
+// shutdown; calls end by their deadline at the latest).
+func (g *Guard) Wait() { g.wg.Wait() }
+
+var (
+	_ validator.Validator = (*Guard)(nil)
+	_ validator.Ticker    = (*Guard)(nil)
+)

@@ -1,0 +1,272 @@
+// Package textnorm folds the obvious evasions out of text before the guard
+// classifier sees it: Unicode compatibility forms, look-alike letters from
+// other scripts, zero-width and other invisible characters, Unicode tag
+// smuggling, case, diacritics, leetspeak and letter-by-letter spacing. It
+// also finds base64-wrapped payloads so that they can be decoded and
+// scored on their own.
+//
+// The folding is lossy on purpose: it maps many spellings of one word to
+// one form, so that hashed n-gram features see "ІGN0RE prev¡ous" and
+// "ignore previous" alike. It is deterministic and allocation-light; the
+// classifier calls it on every input.
+package textnorm
+
+import (
+	"encoding/base64"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// confusable maps letters from Cyrillic, Greek and a few other blocks that
+// look like Latin letters to those letters. Hand-written (a subset of the
+// Unicode TR39 confusables table, restricted to lower-case targets after
+// folding) because the full table is large and this is the part that
+// evasions use in practice.
+var confusable = map[rune]rune{
+	// Cyrillic
+	'а': 'a', 'в': 'b', 'с': 'c', 'ԁ': 'd', 'е': 'e', 'ё': 'e', 'һ': 'h', 'і': 'i', 'ї': 'i', 'ј': 'j',
+	'к': 'k', 'ӏ': 'l', 'м': 'm', 'н': 'h', 'о': 'o', 'р': 'p', 'ԛ': 'q', 'г': 'r', 'ѕ': 's', 'т': 't',
+	'у': 'y', 'ѵ': 'v', 'ԝ': 'w', 'х': 'x', 'ү': 'y', 'з': '3', 'ь': 'b', 'п': 'n',
+	// Greek
+	'α': 'a', 'β': 'b', 'ε': 'e', 'η': 'n', 'ι': 'i', 'κ': 'k', 'ν': 'v', 'ο': 'o', 'ρ': 'p',
+	'τ': 't', 'υ': 'u', 'χ': 'x', 'γ': 'y', 'ω': 'w', 'ς': 's', 'μ': 'u', 'ϲ': 'c', 'ϳ': 'j',
+	// Latin extensions and others
+	'ı': 'i', 'ȷ': 'j', 'ſ': 's', 'ɑ': 'a', 'ɡ': 'g', 'ɩ': 'i', 'ɪ': 'i', 'ʏ': 'y', 'ᴀ': 'a',
+	'ʙ': 'b', 'ᴄ': 'c', 'ᴅ': 'd', 'ᴇ': 'e', 'ɢ': 'g', 'ʜ': 'h', 'ᴊ': 'j', 'ᴋ': 'k', 'ʟ': 'l',
+	'ᴍ': 'm', 'ɴ': 'n', 'ᴏ': 'o', 'ᴘ': 'p', 'ʀ': 'r', 'ꜱ': 's', 'ᴛ': 't', 'ᴜ': 'u', 'ᴠ': 'v',
+	'ᴡ': 'w', 'ᴢ': 'z', '¡': 'i',
+}
+
+// leet maps digits and symbols used as letters inside words.
+var leet = map[rune]rune{
+	'0': 'o', '1': 'i', '3': 'e', '4': 'a', '5': 's', '7': 't', '8': 'b', '9': 'g',
+	'@': 'a', '$': 's', '!': 'i', '|': 'l', '+': 't', '€': 'e',
+}
+
+// invisible reports runes that render as nothing and are used to split
+// words past filters: zero-width spaces and joiners, bidi controls, the
+// BOM, soft hyphens, variation selectors and other format characters.
+func invisible(r rune) bool {
+	switch {
+	case r == 0xAD, r == 0x34F, r == 0x180E, r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0:
+		return true
+	case r >= 0x200B && r <= 0x200F, r >= 0x202A && r <= 0x202E, r >= 0x2060 && r <= 0x206F:
+		return true
+	case r == 0xFEFF, r >= 0xFE00 && r <= 0xFE0F, r >= 0xE0100 && r <= 0xE01EF:
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
+// Normalize returns the folded form of s: NFKC, invisible characters
+// removed, Unicode tag characters decoded to the ASCII they smuggle,
+// lower case, diacritics removed, look-alike letters mapped to Latin in
+// words that mix scripts or consist only of look-alikes, leetspeak undone
+// inside words that contain letters, whitespace collapsed to single
+// spaces, and runs of three or more single letters separated by spaces
+// ("i g n o r e") joined into one word.
+func Normalize(s string) string {
+	// Pass 1: tags and invisibles, before NFKC (which keeps them).
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r >= 0xE0020 && r <= 0xE007E: // tag characters smuggle ASCII
+			b.WriteRune(r - 0xE0000)
+		case r >= 0xE0000 && r <= 0xE007F, invisible(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	// NFKD folds compatibility forms (full-width, mathematical letters,
+	// ligatures) and splits off combining marks, which we drop.
+	t := norm.NFKD.String(b.String())
+	b.Reset()
+	for _, r := range t {
+		if unicode.Is(unicode.Mn, r) {
+			continue
+		}
+		if unicode.IsSpace(r) {
+			r = ' '
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	words := strings.Fields(b.String())
+	for i, w := range words {
+		words[i] = foldWord(w)
+	}
+	return strings.Join(joinSpaced(words), " ")
+}
+
+// foldWord maps look-alikes and leetspeak inside one whitespace-free token.
+func foldWord(w string) string {
+	latin, other, allConf, letters := 0, 0, true, 0
+	for _, r := range w {
+		if !unicode.IsLetter(r) {
+			continue
+		}
+		letters++
+		if r < 0x250 {
+			latin++
+		} else {
+			other++
+		}
+		if _, ok := confusable[r]; !ok && r >= 0x250 {
+			allConf = false
+		}
+	}
+	mapConf := other > 0 && (latin > 0 || allConf)
+	hasLeet := false
+	if letters > 0 {
+		for _, r := range w {
+			if _, ok := leet[r]; ok {
+				hasLeet = true
+				break
+			}
+		}
+	}
+	if !mapConf && !hasLeet && !strings.ContainsRune(w, 'ı') {
+		return w
+	}
+	out := make([]rune, 0, len(w))
+	rs := []rune(w)
+	for i, r := range rs {
+		if c, ok := confusable[r]; ok && (mapConf || r < 0x250) {
+			r = c
+		}
+		if l, ok := leet[r]; ok && hasLeet && leetInside(rs, i) {
+			r = l
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}
+
+// leetInside reports whether the symbol at i sits next to a letter (or
+// another leet symbol that does), so "h3ll0" folds but a trailing "!" of
+// a sentence or the "1" of "step 1" does not.
+func leetInside(rs []rune, i int) bool {
+	isL := func(j int) bool {
+		if j < 0 || j >= len(rs) {
+			return false
+		}
+		if unicode.IsLetter(rs[j]) {
+			return true
+		}
+		_, ok := leet[rs[j]]
+		return ok && unicode.IsDigit(rs[j])
+	}
+	if rs[i] == '!' || rs[i] == '|' || rs[i] == '+' || rs[i] == '$' {
+		// Punctuation-like symbols only count with letters on both sides
+		// (or a letter before and the word's end for '$').
+		return isL(i-1) && (isL(i+1) || (rs[i] == '$' && i == len(rs)-1 && i > 1))
+	}
+	return (i > 0 && unicode.IsLetter(rs[i-1])) || (i+1 < len(rs) && unicode.IsLetter(rs[i+1])) ||
+		(isL(i-1) && isL(i+1))
+}
+
+// joinSpaced joins runs of three or more single-rune alphanumeric tokens.
+func joinSpaced(words []string) []string {
+	out := words[:0:0]
+	for i := 0; i < len(words); {
+		j := i
+		for j < len(words) && utf8.RuneCountInString(words[j]) == 1 && isAlnum(words[j]) {
+			j++
+		}
+		if j-i >= 3 {
+			out = append(out, strings.Join(words[i:j], ""))
+			i = j
+			continue
+		}
+		out = append(out, words[i])
+		i++
+	}
+	return out
+}
+
+func isAlnum(w string) bool {
+	r, _ := utf8.DecodeRuneInString(w)
+	return unicode.IsLetter(r) || unicode.IsDigit(r)
+}
+
+// MinPayload is the shortest base64 run (in characters) that Payloads decodes.
+const MinPayload = 16
+
+// maxPayloads bounds the work Payloads does on hostile input.
+const maxPayloads = 8
+
+// Payloads finds base64 (standard or URL-safe, padded or not) runs of at
+// least MinPayload characters in s and returns the decodings that look
+// like text (valid UTF-8, mostly printable). At most 8 payloads are
+// returned, in order of appearance.
+func Payloads(s string) []string {
+	var out []string
+	i := 0
+	for i < len(s) && len(out) < maxPayloads {
+		if !isB64(s[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && isB64(s[j]) {
+			j++
+		}
+		run := s[i:j]
+		i = j
+		if len(run) < MinPayload || !hasMixedB64(run) {
+			continue
+		}
+		if d, ok := decodeB64(run); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func isB64(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+		c == '+' || c == '/' || c == '-' || c == '_' || c == '='
+}
+
+// hasMixedB64 rejects runs that are plain words or numbers: real base64
+// of text mixes upper case, lower case and (usually) digits.
+func hasMixedB64(run string) bool {
+	var up, lo bool
+	for i := 0; i < len(run); i++ {
+		c := run[i]
+		up = up || c >= 'A' && c <= 'Z'
+		lo = lo || c >= 'a' && c <= 'z'
+	}
+	return up && lo
+}
+
+func decodeB64(run string) (string, bool) {
+	run = strings.TrimRight(run, "=")
+	enc := base64.RawStdEncoding
+	if strings.ContainsAny(run, "-_") {
+		enc = base64.RawURLEncoding
+	}
+	// Drop trailing characters that cannot complete a quantum.
+	if len(run)%4 == 1 {
+		run = run[:len(run)-1]
+	}
+	d, err := enc.DecodeString(run)
+	if err != nil || !utf8.Valid(d) {
+		return "", false
+	}
+	printable := 0
+	n := 0
+	for _, r := range string(d) {
+		n++
+		if unicode.IsPrint(r) || unicode.IsSpace(r) {
+			printable++
+		}
+	}
+	if n == 0 || printable*10 < n*9 {
+		return "", false
+	}
+	return string(d), true
+}
