@@ -2,7 +2,10 @@ module github.com/aegis-sentinel/aegis
 
 go 1.26.8
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/jaypipes/pcidb v1.1.1
+	github.com/spf13/cobra v1.10.2
+)
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
