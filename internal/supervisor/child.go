@@ -60,7 +60,7 @@ var oomLine = regexp.MustCompile(`(?i)out of memory|ErrorOutOfDeviceMemory|OUT_O
 
 // fatalLine matches messages after which a restart on the same device
 // cannot help.
-var fatalLine = regexp.MustCompile(`(?i)failed to load model|error loading model|invalid device|unknown device|no usable GPU|failed to initialize .* backend`)
+var fatalLine = regexp.MustCompile(`(?i)failed to load model|error loading model|invalid device|unknown device|failed to initialize .* backend`)
 
 // child runs one server process for one device: start, wait for health,
 // watch, restart with backoff, give up. Its goroutine is the only owner
