@@ -221,4 +221,3 @@ func waitReal(t *testing.T, ctx context.Context, s *Supervisor, cond func(Status
 		}
 	}
 }
-

@@ -138,10 +138,13 @@ type Config struct {
 	Chain []Device
 	// HotStandby keeps Chain[1] running as a warm spare.
 	HotStandby bool
-	CtxSize    int      // -c; default 2048
-	Threads    int      // -t; 0 leaves llama-server's default
-	Parallel   int      // -np; default 1
-	Args       []string // extra arguments for every server
+	// NoCPUFallback keeps the chain as given (benchmarks pin one device
+	// and must not silently measure the CPU instead).
+	NoCPUFallback bool
+	CtxSize       int      // -c; default 2048
+	Threads       int      // -t; 0 leaves llama-server's default
+	Parallel      int      // -np; default 1
+	Args          []string // extra arguments for every server
 
 	StartTimeout   time.Duration // to the first /health 200; default 60s
 	StartPoll      time.Duration // /health poll while starting; default 50ms
@@ -174,7 +177,7 @@ func (c *Config) defaults() {
 	for _, d := range c.Chain {
 		hasCPU = hasCPU || d.IsCPU()
 	}
-	if !hasCPU {
+	if !hasCPU && !c.NoCPUFallback {
 		c.Chain = append(c.Chain, Device{Name: "none"})
 	}
 	setInt := func(p *int, v int) {
@@ -322,6 +325,9 @@ func (s *Supervisor) Chain() []Device { return append([]Device(nil), s.cfg.Chain
 // error wrapping ErrDeterministic when no device could start; the
 // Supervisor then stays in deterministic-only mode until Stop.
 func (s *Supervisor) Start(ctx context.Context) error {
+	if s.cfg.Binary == "" || s.cfg.Model == "" || len(s.cfg.Chain) == 0 {
+		return errors.New("supervisor: Config needs Binary, Model and a device chain")
+	}
 	s.mu.Lock()
 	if s.started {
 		s.mu.Unlock()
@@ -329,9 +335,6 @@ func (s *Supervisor) Start(ctx context.Context) error {
 	}
 	s.started = true
 	s.mu.Unlock()
-	if s.cfg.Binary == "" || s.cfg.Model == "" {
-		return errors.New("supervisor: Config needs Binary and Model")
-	}
 	go s.loop()
 	for {
 		st, ch := s.Status()
