@@ -49,7 +49,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, t := range tests {
 		fmt.Fprintf(tw, "%s t/s\t", t)
 	}
-	fmt.Fprint(tw, "verdict ms\tCPU busy %\tserver cores\tpower W\ttok/J\tmain share\trecovery ms\tratio\t\n")
+	fmt.Fprint(tw, "verdict ms\tCPU busy %\tserver cores\tpower W\ttok/J\tmain share\tfallback/restart ms\tratio\t\n")
 	for _, d := range rep.Devices {
 		fmt.Fprintf(tw, "%s\t", d.Device)
 		for _, t := range tests {
@@ -70,7 +70,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		rec := "n/a"
 		if d.RecoveryTested {
-			rec = fmt.Sprintf("%.0f (%d lost)", d.RecoveryMS, d.RecoveryLost)
+			rec = fmt.Sprintf("%.0f/%.0f (%d lost)", d.RecoveryMS, d.RestartMS, d.RecoveryLost)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2fx\t\n", na(d.VerdictMS.Median, "%.1f"), load, cores,
 			na(d.Power.Watts, "%.1f"), na(d.TokPerJoule, "%.1f"), na(d.MainShare, "%.2f"), rec, d.Ratio)
@@ -101,6 +101,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	if rep.MainAloneTokS > 0 {
 		fmt.Fprintf(w, "main model alone: %.0f tok/s (tg64); main share = its speed with the guard busy / alone\n", rep.MainAloneTokS)
+	}
+	if len(rep.Devices) > 0 && rep.Devices[0].RecoveryTested {
+		fmt.Fprintln(w, "fallback/restart: kill -9 of the guard's server -> next verdict (hot CPU standby), -> the device serving again")
 	}
 	_, err := fmt.Fprintf(w, "\nrecommendation: guard on %s: %s\n", rep.Recommendation, rep.Reason)
 	return err

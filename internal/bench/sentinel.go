@@ -122,10 +122,14 @@ type DeviceResult struct {
 
 	// Interference: the main model's decode speed with the guard busy on
 	// this device, as a share of its speed alone (1 = no slowdown).
-	MainTokS       float64 `json:"main_tok_s,omitempty"`
-	MainShare      float64 `json:"main_share,omitempty"`
-	RecoveryMS     float64 `json:"recovery_ms,omitempty"` // kill -9 → next verdict
-	RecoveryLost   int     `json:"recovery_lost"`         // requests that failed across the kill
+	MainTokS  float64 `json:"main_tok_s,omitempty"`
+	MainShare float64 `json:"main_share,omitempty"`
+	// Failure path, with a hot CPU standby: kill -9 of this device's
+	// server → next good verdict (RecoveryMS) and → this device serving
+	// again (RestartMS); RecoveryLost counts requests that failed.
+	RecoveryMS     float64 `json:"recovery_ms,omitempty"`
+	RestartMS      float64 `json:"restart_ms,omitempty"`
+	RecoveryLost   int     `json:"recovery_lost"`
 	RecoveryTested bool    `json:"recovery_tested"`
 
 	// Ratio is CPU time-to-verdict / this device's (>1 = faster than the
@@ -402,20 +406,21 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 	}
 	r.step(d.Label() + " interference")
 
-	if !r.o.NoFailurePath && ep.sup != nil {
-		rec, lost, err := r.failurePath(ctx, ep)
+	// The measured server is stopped before the failure path and
+	// llama-bench so they do not compete with it.
+	ownServer := ep.sup != nil
+	ep.close()
+	ep.sup = nil
+	if !r.o.NoFailurePath && ownServer {
+		fb, rs, lost, err := r.failurePath(ctx, d)
+		res.RecoveryMS, res.RestartMS, res.RecoveryLost, res.RecoveryTested = fb, rs, lost, err == nil
 		if err != nil {
 			res.Error = "failure path: " + err.Error()
-		} else {
-			res.RecoveryMS, res.RecoveryLost, res.RecoveryTested = rec, lost, true
 		}
 	}
 	r.step(d.Label() + " failure path")
 
 	if r.o.LlamaBench != "" {
-		// The server is stopped first so the two do not compete.
-		ep.close()
-		ep.sup = nil
 		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, r.o.Reps, r.o.PP, r.o.TG)
 		if err != nil {
 			res.Error = "llama-bench: " + err.Error()
@@ -452,43 +457,66 @@ func (r *runner) withBusyGuard(ctx context.Context, ep *endpoint, f func() (floa
 	return v, err
 }
 
-// failurePath kills the guard server with SIGKILL while verdicts run back
-// to back and returns the time from the kill to the next good verdict and
-// how many requests failed.
-func (r *runner) failurePath(ctx context.Context, ep *endpoint) (float64, int, error) {
-	pid := ep.pid()
-	if pid == 0 {
-		return 0, 0, errors.New("no server process")
+// failurePath starts the device's server with a hot CPU standby, kills
+// the device's server with SIGKILL while verdicts run back to back, and
+// returns the time from the kill to the next good verdict (served by the
+// standby, through the supervisor's failover client), the time until the
+// device itself serves again, and how many requests failed.
+func (r *runner) failurePath(ctx context.Context, d supervisor.Device) (fallbackMS, restartMS float64, lost int, err error) {
+	sup := supervisor.New(supervisor.Config{
+		Name: "bench-failure-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model,
+		Chain: []supervisor.Device{d, {Name: "none"}}, HotStandby: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads,
+		HealthInterval: 200 * time.Millisecond, BackoffBase: 100 * time.Millisecond, StartTimeout: 2 * time.Minute,
+	})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = sup.Stop(sctx)
+	}()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := sup.Start(sctx); err != nil {
+		return 0, 0, 0, err
 	}
+	bothUp := func(st supervisor.Status) bool {
+		return st.State == supervisor.StateReady && st.Children[1] == supervisor.ChildReady
+	}
+	if err := waitStatus(sctx, sup, bothUp); err != nil {
+		return 0, 0, 0, fmt.Errorf("waiting for the standby: %w", err)
+	}
+	st, _ := sup.Status()
+	pid := st.PIDs[0]
+	srv := server{c: sup.HTTPClient(time.Minute)}
 	type result struct {
 		end time.Time
 		err error
 	}
-	results := make(chan result, 1024)
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	results := make(chan result, 4096)
+	bctx, stop := context.WithCancel(sctx)
+	defer stop()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; bctx.Err() == nil; i++ {
-			_, _, err := ep.srv.verdict(bctx, i)
+			_, _, err := srv.verdict(bctx, i)
 			if bctx.Err() != nil {
 				return
 			}
-			results <- result{time.Now(), err}
+			select {
+			case results <- result{time.Now(), err}:
+			default:
+			}
 		}
 	}()
 	time.Sleep(100 * time.Millisecond)
 	killed := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		cancel()
+		stop()
 		wg.Wait()
-		return 0, 0, fmt.Errorf("kill %d: %w", pid, err)
+		return 0, 0, 0, fmt.Errorf("kill %d: %w", pid, err)
 	}
-	var recovered time.Duration = -1
-	lost := 0
-	timeout := time.After(2 * time.Minute)
+	recovered := time.Duration(-1)
 	for recovered < 0 {
 		select {
 		case res := <-results:
@@ -497,15 +525,47 @@ func (r *runner) failurePath(ctx context.Context, ep *endpoint) (float64, int, e
 			} else if res.end.After(killed) {
 				recovered = res.end.Sub(killed)
 			}
-		case <-timeout:
-			cancel()
+		case <-sctx.Done():
+			stop()
 			wg.Wait()
-			return 0, lost, errors.New("no verdict within 2 minutes of the kill")
+			return 0, 0, lost, errors.New("no verdict after the kill")
 		}
 	}
-	cancel()
+	backOn := func(st supervisor.Status) bool {
+		return st.State == supervisor.StateReady && st.PIDs[0] != pid && st.PIDs[0] != 0
+	}
+	werr := waitStatus(sctx, sup, backOn)
+	restarted := time.Since(killed)
+	stop()
 	wg.Wait()
-	return float64(recovered.Microseconds()) / 1000, lost, nil
+	for len(results) > 0 {
+		if res := <-results; res.err != nil {
+			lost++
+		}
+	}
+	if werr != nil {
+		return ms(recovered), 0, lost, fmt.Errorf("device did not come back: %w", werr)
+	}
+	return ms(recovered), ms(restarted), lost, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func waitStatus(ctx context.Context, s *supervisor.Supervisor, cond func(supervisor.Status) bool) error {
+	for {
+		st, ch := s.Status()
+		if cond(st) {
+			return nil
+		}
+		if st.State == supervisor.StateDeterministic || st.State == supervisor.StateStopped {
+			return fmt.Errorf("supervisor is %s: %v", st.State, st.Err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // interpret fills the ratios and the interpretation of d against cpu.
