@@ -44,7 +44,8 @@ func na(v float64, format string) string {
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	tests := rep.speedTests()
-	fmt.Fprintf(w, "model %s (%.1f MiB), llama-server %s\nsettings: %s\n\n", rep.Model, rep.ModelMiB, rep.ServerVersion, rep.Settings)
+	fmt.Fprintf(w, "model %s (%.1f MiB), llama-server %s\nsettings: %s\nload average %.1f at the start, %.1f at the end\n\n",
+		rep.Model, rep.ModelMiB, rep.ServerVersion, rep.Settings, rep.LoadAvg[0], rep.LoadAvg[1])
 	fmt.Fprint(tw, "device\t")
 	for _, t := range tests {
 		fmt.Fprintf(tw, "%s t/s\t", t)
@@ -90,10 +91,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			var parts []string
 			for _, t := range tests {
 				if a, ok := d.Agreement[t]; ok {
-					parts = append(parts, fmt.Sprintf("%s %.0f vs %.0f (%.0f%%)", t, d.Speed[t].Max, d.LlamaBenchBest[t], 100*a))
+					parts = append(parts, fmt.Sprintf("%s %.0f vs %.0f (%.0f%%)", t, d.Speed[t].Median, d.LlamaBench[t], 100*a))
 				}
 			}
-			fmt.Fprintf(w, "         server vs llama-bench, best of %d each: %s\n", rep.Reps, strings.Join(parts, ", "))
+			fmt.Fprintf(w, "         server vs llama-bench (medians; %%: median of %d interleaved rounds): %s\n", rep.Reps, strings.Join(parts, ", "))
 		}
 	}
 	if len(rep.Stability) > 0 {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,10 +101,11 @@ type DeviceResult struct {
 
 	// Speeds in tokens/s from the server's timings, by test name.
 	Speed map[string]Stat `json:"speed"`
-	// LlamaBench holds llama-bench's avg tokens/s for the same tests, and
-	// Agreement the ratio server/llama-bench per test, best repetition
-	// against best repetition (robust on a busy machine, where the mean of
-	// either tool moves with the neighbours' load).
+	// LlamaBench holds llama-bench's median tokens/s for the same tests
+	// (LlamaBenchBest the fastest run), and Agreement the median of the
+	// per-round ratios server/llama-bench: each round runs the server's
+	// tests and then llama-bench -r 1, so both see the same background
+	// load on a busy machine.
 	LlamaBench     map[string]float64 `json:"llama_bench,omitempty"`
 	LlamaBenchBest map[string]float64 `json:"llama_bench_best,omitempty"`
 	Agreement      map[string]float64 `json:"agreement,omitempty"`
@@ -156,6 +158,25 @@ type Report struct {
 	Recommendation string         `json:"recommendation"`
 	Reason         string         `json:"reason"`
 	Settings       string         `json:"settings"`
+	// LoadAvg is /proc/loadavg's 1-minute value at the start and the end:
+	// on a shared machine it says how far to trust the numbers.
+	LoadAvg [2]float64 `json:"loadavg"`
+}
+
+func loadAvg(root string) float64 {
+	b, err := os.ReadFile(filepath.Join(root, "proc", "loadavg"))
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 type runner struct {
@@ -180,8 +201,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &runner{o: o}
 	// steps: per device server+speed+verdict+interference+failure+llama-bench
-	r.all = len(o.Devices)*6 + 2 + max(o.Stability, 0)
+	r.all = len(o.Devices)*5 + 2 + max(o.Stability, 0)
 	rep := &Report{Model: o.Model, Threads: o.Threads, Reps: o.Reps, Started: time.Now()}
+	rep.LoadAvg[0] = loadAvg(o.Root)
 	if fi, err := os.Stat(o.Model); err == nil {
 		rep.ModelMiB = float64(fi.Size()) / (1 << 20)
 	}
@@ -250,6 +272,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	rep.Duration = time.Since(rep.Started)
+	rep.LoadAvg[1] = loadAvg(o.Root)
 	return rep, nil
 }
 
@@ -323,7 +346,7 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 	first := r.done
 	fail := func(err error) DeviceResult {
 		res.Error = err.Error()
-		for r.done < first+6 { // keep the progress bar honest
+		for r.done < first+5 { // keep the progress bar honest
 			r.step(d.Label() + " skipped")
 		}
 		return res
@@ -350,36 +373,86 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 		}
 		return out
 	}
-	for _, n := range r.o.PP {
-		var v []float64
-		for range r.o.Reps {
+	// Speed tests, interleaved with llama-bench (one repetition each,
+	// same settings) so both tools see the same background load: the
+	// agreement is the median of the per-round ratios.
+	samples := map[string][]float64{}
+	lbSamples := map[string][]float64{}
+	ratios := map[string][]float64{}
+	var tgTokens int
+	var power Power
+	for range r.o.Reps {
+		round := map[string]float64{}
+		// Warm-up, as llama-bench does before each test: the first
+		// request after llama-bench ran meets cold caches.
+		if _, err := ep.srv.prefill(ctx, pool(r.o.PP[0])); err != nil {
+			return fail(err)
+		}
+		for _, n := range r.o.PP {
 			t, err := ep.srv.prefill(ctx, pool(n))
 			if err != nil {
 				return fail(err)
 			}
-			v = append(v, t.PromptPerSecond)
+			round[fmt.Sprintf("pp%d", n)] = t.PromptPerSecond
 		}
-		res.Speed[fmt.Sprintf("pp%d", n)] = summarize(v)
-	}
-	pm := startPower(ctx, r.o.Root)
-	var tgTokens int
-	for _, n := range r.o.TG {
-		var v []float64
-		for range r.o.Reps {
+		pm := startPower(ctx, r.o.Root)
+		for _, n := range r.o.TG {
 			t, err := ep.srv.generate(ctx, toks[0], n)
 			if err != nil {
 				return fail(err)
 			}
-			v = append(v, t.PredictedPerSecond)
+			round[fmt.Sprintf("tg%d", n)] = t.PredictedPerSecond
 			tgTokens += t.PredictedN
 		}
-		res.Speed[fmt.Sprintf("tg%d", n)] = summarize(v)
+		p := pm.stop(ctx)
+		power.Source = p.Source
+		power.Joules += p.Joules
+		for k, v := range round {
+			samples[k] = append(samples[k], v)
+		}
+		if r.o.LlamaBench == "" || res.Error != "" {
+			continue
+		}
+		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, 1, r.o.PP, r.o.TG)
+		if err != nil {
+			res.Error = "llama-bench: " + err.Error()
+			continue
+		}
+		for _, row := range rows {
+			name := row.Test()
+			lbSamples[name] = append(lbSamples[name], row.AvgTS)
+			if v, ok := round[name]; ok && row.AvgTS > 0 {
+				ratios[name] = append(ratios[name], v/row.AvgTS)
+			}
+		}
 	}
-	res.Power = pm.stop(ctx)
-	if res.Power.Joules > 0 {
-		res.TokPerJoule = float64(tgTokens) / res.Power.Joules
-		res.WhPer1kTok = res.Power.Joules / 3600 / float64(tgTokens) * 1000
+	for k, v := range samples {
+		res.Speed[k] = summarize(v)
 	}
+	if len(lbSamples) > 0 {
+		res.LlamaBench, res.LlamaBenchBest, res.Agreement = map[string]float64{}, map[string]float64{}, map[string]float64{}
+		for k, v := range lbSamples {
+			st := summarize(v)
+			res.LlamaBench[k], res.LlamaBenchBest[k] = st.Median, st.Max
+		}
+		for k, v := range ratios {
+			res.Agreement[k] = summarize(v).Median
+		}
+	}
+	if power.Source == "rapl" || power.Source == "nvidia-smi" {
+		var tgSeconds float64
+		for _, n := range r.o.TG {
+			if st := res.Speed[fmt.Sprintf("tg%d", n)]; st.Mean > 0 {
+				tgSeconds += float64(n*st.N) / st.Mean
+			}
+		}
+		if tgSeconds > 0 {
+			power.Watts = power.Joules / tgSeconds
+		}
+		res.TokPerJoule = float64(tgTokens) / power.Joules
+		res.WhPer1kTok = power.Joules / 3600 / float64(tgTokens) * 1000
+	}
+	res.Power = power
 	r.step(d.Label() + " pp/tg")
 
 	// Time to verdict, with the CPU load it causes.
@@ -420,22 +493,6 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 	}
 	r.step(d.Label() + " failure path")
 
-	if r.o.LlamaBench != "" {
-		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, r.o.Reps, r.o.PP, r.o.TG)
-		if err != nil {
-			res.Error = "llama-bench: " + err.Error()
-		} else {
-			res.LlamaBench, res.LlamaBenchBest, res.Agreement = map[string]float64{}, map[string]float64{}, map[string]float64{}
-			for _, row := range rows {
-				name := row.Test()
-				res.LlamaBench[name], res.LlamaBenchBest[name] = row.AvgTS, row.BestTS()
-				if s, ok := res.Speed[name]; ok && row.BestTS() > 0 {
-					res.Agreement[name] = s.Max / row.BestTS()
-				}
-			}
-		}
-	}
-	r.step(d.Label() + " llama-bench")
 	return res
 }
 
