@@ -152,3 +152,30 @@ func (s server) verdict(ctx context.Context, i int) (time.Duration, Timings, err
 	}
 	return d, out.Timings, nil
 }
+
+// props reads GET /props: the slot context size and the build.
+func (s server) props(ctx context.Context) (nCtx int, build string, err error) {
+	base := s.base
+	if base == "" {
+		base = "http://guard"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/props", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := s.c.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("bench: GET /props: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		BuildInfo string `json:"build_info"`
+		Settings  struct {
+			NCtx int `json:"n_ctx"`
+		} `json:"default_generation_settings"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&out); err != nil {
+		return 0, "", fmt.Errorf("bench: GET /props: %w", err)
+	}
+	return out.Settings.NCtx, out.BuildInfo, nil
+}

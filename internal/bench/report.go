@@ -87,6 +87,12 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if d.Error != "" {
 			fmt.Fprintf(w, "         error: %s\n", d.Error)
 		}
+		if d.Build != "" {
+			fmt.Fprintf(w, "         server %s (build %s)\n", d.Source, d.Build)
+		}
+		if len(d.Skipped) > 0 {
+			fmt.Fprintf(w, "         skipped: %s\n", strings.Join(d.Skipped, ", "))
+		}
 		if len(d.Agreement) > 0 {
 			var parts []string
 			for _, t := range tests {

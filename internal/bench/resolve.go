@@ -78,3 +78,18 @@ func hasEnv(env []string, key string) bool {
 	}
 	return false
 }
+
+// Candidates lists the devices AutoPlace should try for `--guard-device
+// auto`: the CPU and every device binary lists with env (software
+// devices included: the measurement, not the class, rules them out).
+func Candidates(ctx context.Context, binary string, env []string) ([]supervisor.Device, error) {
+	listed, err := devices.ListDevices(ctx, binary, env, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := []supervisor.Device{{Name: "none"}}
+	for _, d := range listed {
+		out = append(out, supervisor.Device{Name: d.Name, Env: slices.Clone(env)})
+	}
+	return out, nil
+}

@@ -98,6 +98,9 @@ type DeviceResult struct {
 	Backend string `json:"backend"`
 	Source  string `json:"source"` // "own server" or the --url
 	Error   string `json:"error,omitempty"`
+	Build   string `json:"build,omitempty"` // /props build_info of a --url server
+	// Skipped names tests the server could not run.
+	Skipped []string `json:"skipped,omitempty"`
 
 	// Speeds in tokens/s from the server's timings, by test name.
 	Speed map[string]Stat `json:"speed"`
@@ -246,6 +249,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cpu != nil {
 			msg = cpu.Error
 		}
+		rep.LoadAvg[1] = loadAvg(o.Root)
 		return rep, fmt.Errorf("bench: CPU baseline failed: %s", msg)
 	}
 	for i := range rep.Devices {
@@ -366,6 +370,22 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 	if _, err := ep.srv.generate(ctx, toks[0], 8); err != nil {
 		return fail(err)
 	}
+	// A server's slot may hold less than the largest pp test (a
+	// --url server started with -np 4 -c 2048 has 512 per slot).
+	pps := r.o.PP
+	if nCtx, build, err := ep.srv.props(ctx); err == nil {
+		if res.Source != "own server" && build != "" {
+			res.Build = build
+		}
+		pps = nil
+		for _, n := range r.o.PP {
+			if nCtx == 0 || n+8 <= nCtx {
+				pps = append(pps, n)
+			} else {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("pp%d (slot context %d)", n, nCtx))
+			}
+		}
+	}
 	pool := func(n int) []int {
 		out := make([]int, n)
 		for i := range out {
@@ -385,10 +405,10 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 		round := map[string]float64{}
 		// Warm-up, as llama-bench does before each test: the first
 		// request after llama-bench ran meets cold caches.
-		if _, err := ep.srv.prefill(ctx, pool(r.o.PP[0])); err != nil {
+		if _, err := ep.srv.prefill(ctx, pool(min(64, r.o.PP[0]))); err != nil {
 			return fail(err)
 		}
-		for _, n := range r.o.PP {
+		for _, n := range pps {
 			t, err := ep.srv.prefill(ctx, pool(n))
 			if err != nil {
 				return fail(err)
