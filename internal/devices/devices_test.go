@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -230,4 +231,34 @@ func FuzzParseCPUInfo(f *testing.F) {
 		}
 		parseMemInfo(b)
 	})
+}
+
+func TestListDevicesBinary(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ok := write("ok", `echo "ggml_vulkan: Found 1 Vulkan devices:" >&2
+echo "Available devices:"
+echo "  Vulkan0: $DEVNAME (8000 MiB, 7000 MiB free)"`)
+	devs, err := ListDevices(context.Background(), ok, []string{"DEVNAME=Intel(R) Iris(R) Xe Graphics (TGL GT2)"}, 0)
+	if err != nil || len(devs) != 1 || devs[0].Class.Label != ClassIrisXe {
+		t.Errorf("env not passed or parse failed: %+v %v", devs, err)
+	}
+	hang := write("hang", "exec sleep 30\n")
+	t0 := time.Now()
+	if _, err := ListDevices(context.Background(), hang, nil, 300*time.Millisecond); err == nil {
+		t.Error("a hanging binary gave no error")
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	fail := write("fail", "echo 'error: libvulkan.so.1: cannot open shared object file' >&2; exit 1\n")
+	if _, err := ListDevices(context.Background(), fail, nil, 0); err == nil || !strings.Contains(err.Error(), "libvulkan") {
+		t.Errorf("failure error %v should quote stderr", err)
+	}
 }

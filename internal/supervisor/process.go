@@ -73,10 +73,18 @@ func ExecStarter(_ context.Context, s Spec) (Process, error) {
 	}()
 	go func() {
 		p.err = cmd.Wait()
-		// Grandchildren may keep the pipe open; close our end so the
-		// reader ends (the group is killed by Signal anyway).
+		// Let the reader drain what the child wrote last (an OOM message
+		// just before it died); a grandchild holding the pipe open must
+		// not keep us waiting, so the read end closes after a second.
+		drained := make(chan struct{})
+		go func() { lines.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(time.Second):
+			pr.Close()
+			<-drained
+		}
 		pr.Close()
-		lines.Wait()
 		close(p.done)
 	}()
 	return p, nil

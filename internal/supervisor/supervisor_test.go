@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"runtime"
 	"testing"
 	"time"
 
@@ -25,6 +26,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// noLeaks records the goroutine count and returns a check that it comes
+// back down once the supervisor has stopped.
+func noLeaks(t *testing.T) func() {
+	before := runtime.NumGoroutine()
+	return func() {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<16)
+				t.Errorf("goroutines: %d before, %d after Stop\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
 func stop(t *testing.T, s *Supervisor, w *fakeWorld) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -41,6 +60,7 @@ func stop(t *testing.T, s *Supervisor, w *fakeWorld) {
 }
 
 func TestStartReadyPinsDevice(t *testing.T) {
+	defer noLeaks(t)()
 	w := newFakeWorld(ok)
 	cfg, _ := w.config(Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}})
 	bus := &events.Bus{}
@@ -167,6 +187,7 @@ func TestFailurePaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			defer noLeaks(t)()
 			w := newFakeWorld(tc.script)
 			cfg, clk := w.config(Device{Name: "Vulkan0"})
 			if tc.maxRestart != 0 {
@@ -223,6 +244,7 @@ func TestMemoryBudgetRefusesDevice(t *testing.T) {
 }
 
 func TestHotStandbySwitchesAtOnce(t *testing.T) {
+	defer noLeaks(t)()
 	w := newFakeWorld(ok)
 	cfg, _ := w.config(Device{Name: "Vulkan0"}, Device{Name: "none"})
 	cfg.HotStandby = true
