@@ -3,9 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
