@@ -33,9 +33,16 @@
 //	                    the deterministic checks alone
 //	stopped             after Stop
 //
-// With HotStandby the next device of the chain runs as a warm spare from
-// the start, so a crash of the preferred server switches URL() at once
-// instead of after a restart.
+// When a link is restarting or has failed, the next link is started, so
+// the chain serves from the fallback while the preferred device restarts,
+// and switches back once it is ready again. With HotStandby the next link
+// runs as a warm spare from the start, so a crash of the preferred server
+// switches URL() at once instead of after the fallback's start-up.
+//
+// Callers reach the serving server through HTTPClient, which resends a
+// request that met a dead server to whatever serves next; when nothing
+// can serve it fails with ErrDeterministic and the caller runs the
+// deterministic checks alone (reason guard_unavailable).
 package supervisor
 
 import (
@@ -99,10 +106,10 @@ type Device struct {
 	Args []string
 }
 
-// IsCPU reports whether d runs on the CPU backend.
+// IsCPU reports whether d runs on the CPU backend ("none" or "CPU").
 func (d Device) IsCPU() bool {
 	n := strings.ToLower(d.Name)
-	return n == "none" || n == "cpu" || n == ""
+	return n == "none" || n == "cpu"
 }
 
 // Backend is the llama.cpp backend of the device.
@@ -119,7 +126,8 @@ func (d Device) Backend() devices.Backend {
 	return devices.Backend(d.Name)
 }
 
-// Label is the device's display name ("CPU" for the CPU backend).
+// Label is the device's display name ("CPU" for the CPU backend, "" for
+// the zero Device).
 func (d Device) Label() string {
 	if d.IsCPU() {
 		return "CPU"
@@ -327,6 +335,11 @@ func (s *Supervisor) Chain() []Device { return append([]Device(nil), s.cfg.Chain
 func (s *Supervisor) Start(ctx context.Context) error {
 	if s.cfg.Binary == "" || s.cfg.Model == "" || len(s.cfg.Chain) == 0 {
 		return errors.New("supervisor: Config needs Binary, Model and a device chain")
+	}
+	for _, d := range s.cfg.Chain {
+		if d.Name == "" {
+			return errors.New(`supervisor: a chain device has no name (use "none" for the CPU)`)
+		}
 	}
 	s.mu.Lock()
 	if s.started {
