@@ -36,6 +36,7 @@ type Candidate struct {
 	Env            []string `json:"env,omitempty"`
 	VerdictMS      float64  `json:"verdict_ms"`
 	TGTokS         float64  `json:"tg16_tok_s"`
+	CPUBusyPct     float64  `json:"cpu_busy_pct"` // machine CPU load while answering (-1 unknown)
 	Ratio          float64  `json:"ratio"`
 	Interpretation string   `json:"interpretation"`
 	Error          string   `json:"error,omitempty"`
@@ -159,6 +160,12 @@ func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 				p.Device, p.Env, p.Ratio = c.Device, c.Env, c.Ratio
 				p.Reason = fmt.Sprintf("%s answers verdicts %.2fx as fast as the CPU (%s)", c.Device, c.Ratio, c.Interpretation)
 			}
+		case VerdictEqual:
+			// About equal only counts when it frees the CPU.
+			if p.Device == "CPU" && cpu.CPUBusyPct >= 0 && c.CPUBusyPct >= 0 && c.CPUBusyPct < cpu.CPUBusyPct-20 {
+				p.Device, p.Env, p.Ratio = c.Device, c.Env, c.Ratio
+				p.Reason = fmt.Sprintf("%s is about as fast as the CPU (%.2fx) and leaves it freer (%.0f%% vs %.0f%% busy)", c.Device, c.Ratio, c.CPUBusyPct, cpu.CPUBusyPct)
+			}
 		}
 	}
 	return p, nil
@@ -187,6 +194,9 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 		return c
 	}
 	var ms, tg []float64
+	c.CPUBusyPct = -1
+	st, _ := sup.Status()
+	ls := startLoad("/", st.PIDs[0])
 	for i := range o.Samples {
 		dur, _, err := srv.verdict(sctx, i+1)
 		if err != nil {
@@ -201,6 +211,7 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 		}
 		tg = append(tg, t.PredictedPerSecond)
 	}
+	c.CPUBusyPct = ls.stop().SystemPct
 	c.VerdictMS, c.TGTokS = summarize(ms).Median, summarize(tg).Median
 	return c
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // ResolveDevices turns device names ("CPU", "Vulkan0", "SYCL0") into
-// supervisor devices, checking them against what binary lists. env is
+// supervisor devices, checking them against what binary lists; each GPU's
+// memory budget is the free memory the binary reports. env is
 // added to every GPU device. A Vulkan device that only appears when
 // GGML_VK_VISIBLE_DEVICES names it (ggml hides CPU-type Vulkan devices
 // such as llvmpipe by default) gets that variable. Without a binary the
@@ -35,17 +36,24 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 			continue
 		}
 		d.Env = slices.Clone(env)
-		if binary == "" || has(listed, name) {
+		if binary == "" {
+			out = append(out, d)
+			continue
+		}
+		if l, ok := find(listed, name); ok {
+			d.BudgetMiB = l.Free // refuse what cannot fit in free device memory
 			out = append(out, d)
 			continue
 		}
 		if n, ok := strings.CutPrefix(name, "Vulkan"); ok && !hasEnv(env, "GGML_VK_VISIBLE_DEVICES") {
 			if _, err := strconv.Atoi(n); err == nil {
 				e := append(slices.Clone(env), "GGML_VK_VISIBLE_DEVICES="+n)
-				if l, err := devices.ListDevices(ctx, binary, e, 0); err == nil && has(l, name) {
-					d.Env = e
-					out = append(out, d)
-					continue
+				if l, err := devices.ListDevices(ctx, binary, e, 0); err == nil {
+					if ld, ok := find(l, name); ok {
+						d.Env, d.BudgetMiB = e, ld.Free
+						out = append(out, d)
+						continue
+					}
 				}
 			}
 		}
@@ -61,13 +69,13 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 	return out, nil
 }
 
-func has(l []devices.RuntimeDevice, name string) bool {
+func find(l []devices.RuntimeDevice, name string) (devices.RuntimeDevice, bool) {
 	for _, d := range l {
 		if d.Name == name {
-			return true
+			return d, true
 		}
 	}
-	return false
+	return devices.RuntimeDevice{}, false
 }
 
 func hasEnv(env []string, key string) bool {
@@ -89,7 +97,7 @@ func Candidates(ctx context.Context, binary string, env []string) ([]supervisor.
 	}
 	out := []supervisor.Device{{Name: "none"}}
 	for _, d := range listed {
-		out = append(out, supervisor.Device{Name: d.Name, Env: slices.Clone(env)})
+		out = append(out, supervisor.Device{Name: d.Name, Env: slices.Clone(env), BudgetMiB: d.Free})
 	}
 	return out, nil
 }

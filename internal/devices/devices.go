@@ -397,9 +397,9 @@ func readGPUs(root string, usePCIIDs bool) ([]GPU, error) {
 }
 
 // guessIntegrated decides iGPU vs dGPU for ids the table does not know:
-// Intel and AMD graphics on bus 00 are part of the SoC, and an AMD APU
-// reports at most a small carve-out as VRAM (<= 4 GiB... 16 GiB on Strix
-// Halo, so bus position wins). NVIDIA GPUs are discrete.
+// Intel graphics at 00:02.0 is part of the SoC; an AMD APU reports a small
+// BIOS carve-out as VRAM (a Strix Halo carve-out can be large, but its id
+// is in the table); NVIDIA GPUs are discrete.
 func guessIntegrated(vendor uint16, addr string, vramMiB int64) bool {
 	switch vendor {
 	case VendorNVIDIA:
