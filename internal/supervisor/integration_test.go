@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -120,10 +121,17 @@ func TestRealServersCPUAndVulkan(t *testing.T) {
 					t.Errorf("pid %d still alive after Stop", p)
 				}
 			}
+			// The incident log subscribes to these: the crash must be
+			// there with its device and cause.
 			var restarted bool
 			for len(sub.C) > 0 {
 				e := <-sub.C
-				restarted = restarted || e.GuardState == ChildRestarting.String()
+				if e.GuardState == ChildRestarting.String() {
+					restarted = true
+					if e.GuardDevice != dev.Label() || !strings.Contains(e.Error, "server exited") {
+						t.Errorf("restart event %+v lacks device or cause", e)
+					}
+				}
 			}
 			if !restarted {
 				t.Error("no restarting event on the bus")
