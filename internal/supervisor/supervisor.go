@@ -39,6 +39,11 @@
 // runs as a warm spare from the start, so a crash of the preferred server
 // switches URL() at once instead of after the fallback's start-up.
 //
+// Events: every child state change is published as events.GuardStatus
+// with GuardDevice = that child's device and Error = the cause of a
+// failure; every change of the supervisor's own state or URL is published
+// with GuardDevice = the serving device ("" when none serves).
+//
 // Callers reach the serving server through HTTPClient, which resends a
 // request that met a dead server to whatever serves next; when nothing
 // can serve it fails with ErrDeterministic and the caller runs the
