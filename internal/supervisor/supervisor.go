@@ -336,7 +336,9 @@ func (s *Supervisor) Chain() []Device { return append([]Device(nil), s.cfg.Chain
 // Start launches the preferred device's server (and the standby) and
 // waits until one serves, every device failed, or ctx ends. It returns an
 // error wrapping ErrDeterministic when no device could start; the
-// Supervisor then stays in deterministic-only mode until Stop.
+// Supervisor then stays in deterministic-only mode until Stop. When ctx
+// ends first the children keep starting in the background: call Stop in
+// every case.
 func (s *Supervisor) Start(ctx context.Context) error {
 	if s.cfg.Binary == "" || s.cfg.Model == "" || len(s.cfg.Chain) == 0 {
 		return errors.New("supervisor: Config needs Binary, Model and a device chain")
