@@ -226,8 +226,18 @@ func FuzzParseCPUInfo(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c CPU
 		parseCPUInfo(b, &c)
-		if c.Cores < 0 || c.Threads < 0 || c.Cores > c.Threads && c.Threads > 0 && c.Cores > len(b) {
+		if c.Cores < 0 || c.Threads < 0 || c.Sockets < 1 {
 			t.Fatalf("bad counts %+v", c)
+		}
+		for i := 1; i < len(c.Features); i++ {
+			if c.Features[i-1] >= c.Features[i] {
+				t.Fatalf("features not sorted and unique: %v", c.Features)
+			}
+		}
+		for _, f := range c.Features {
+			if !simdFlag(f) {
+				t.Fatalf("non-SIMD flag %q kept", f)
+			}
 		}
 		parseMemInfo(b)
 	})
