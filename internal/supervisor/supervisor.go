@@ -319,6 +319,9 @@ type Supervisor struct {
 // New returns a Supervisor for cfg. Nothing runs until Start.
 func New(cfg Config) *Supervisor {
 	cfg.defaults()
+	if cfg.Bus == nil {
+		cfg.Bus = &events.Bus{}
+	}
 	s := &Supervisor{
 		cfg:      cfg,
 		changed:  make(chan struct{}),
@@ -329,6 +332,10 @@ func New(cfg Config) *Supervisor {
 	s.status.Children = make([]ChildState, len(cfg.Chain))
 	return s
 }
+
+// Subscribe returns a subscription to this supervisor's GuardStatus
+// events (on Config.Bus, or its private bus), buffered for n events.
+func (s *Supervisor) Subscribe(n int) *events.Subscription { return s.cfg.Bus.Subscribe(n) }
 
 // Chain returns the fallback chain (with the CPU link appended if needed).
 func (s *Supervisor) Chain() []Device { return append([]Device(nil), s.cfg.Chain...) }

@@ -248,14 +248,12 @@ func TestHotStandbySwitchesAtOnce(t *testing.T) {
 	w := newFakeWorld(ok)
 	cfg, _ := w.config(Device{Name: "Vulkan0"}, Device{Name: "none"})
 	cfg.HotStandby = true
-	bus := &events.Bus{}
-	cfg.Bus = bus
 	s := New(cfg)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "both up", func() bool { st, _ := s.Status(); return st.Children[1] == ChildReady && st.State == StateReady })
-	sub := bus.Subscribe(256)
+	sub := s.Subscribe(256)
 	defer sub.Close()
 	w.current("Vulkan0").exit(errors.New("signal: killed"))
 	// The fake restarts the primary at once, so the fallback is seen on
