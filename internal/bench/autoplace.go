@@ -21,7 +21,7 @@ type AutoOptions struct {
 	Binary  string
 	Model   string
 	Devices []supervisor.Device // candidates; the CPU is added when missing
-	Threads int                 // default 1
+	Threads int                 // default: the physical cores
 	// CacheFile holds cached placements; "" means
 	// $XDG_CACHE_HOME/aegis/placement.json (~/.cache when unset).
 	CacheFile string
@@ -107,7 +107,7 @@ func AutoPlace(ctx context.Context, o AutoOptions) (*Placement, error) {
 // applies the interpretation table.
 func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 	if o.Threads <= 0 {
-		o.Threads = 1
+		o.Threads = physicalCores()
 	}
 	if o.Samples <= 0 {
 		o.Samples = 3

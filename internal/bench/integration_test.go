@@ -35,7 +35,7 @@ func TestAutoPlacePicksCPU(t *testing.T) {
 		t.Fatalf("resolved %+v: want Vulkan0 with GGML_VK_VISIBLE_DEVICES", devs)
 	}
 	cache := filepath.Join(t.TempDir(), "placement.json")
-	o := AutoOptions{Binary: env.LlamaServer, Model: env.Model, Devices: devs, CacheFile: cache}
+	o := AutoOptions{Binary: env.LlamaServer, Model: env.Model, Devices: devs, CacheFile: cache, Threads: 1}
 	p, err := AutoPlace(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestRunQuickTestbed(t *testing.T) {
 	}
 	rep, err := Run(ctx, Options{
 		Binary: env.LlamaServer, LlamaBench: SiblingTool(env.LlamaServer, "llama-bench"), Model: env.Model,
-		Devices: devs, PP: []int{512}, TG: []int{16}, Reps: 2, Verdicts: 2, Stability: 1,
+		Devices: devs, PP: []int{512}, TG: []int{16}, Reps: 2, Verdicts: 2, Stability: 1, Threads: 1,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
 
@@ -41,7 +42,7 @@ type Options struct {
 	// starts a CPU server for it (with Binary and Model).
 	MainURL string
 
-	Threads   int   // -t for servers and llama-bench; 0 = 1
+	Threads   int   // -t for servers and llama-bench; 0 = the physical cores
 	CtxSize   int   // default 2048
 	Reps      int   // repetitions per speed test (server and llama-bench); default 5
 	Verdicts  int   // time-to-verdict samples; default 5
@@ -60,7 +61,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Threads <= 0 {
-		o.Threads = 1
+		o.Threads = physicalCores()
 	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = 2048
@@ -693,6 +694,15 @@ func recommend(ds []DeviceResult) (string, string) {
 		}
 	}
 	return "CPU", "no device beats the CPU by the table's margin (>= 1.2x time to verdict)"
+}
+
+// physicalCores is the CPU's physical core count (1 when unknown).
+func physicalCores() int {
+	r, err := devices.Discover(context.Background(), devices.Options{NoPCIIDs: true})
+	if err != nil || r.CPU.Cores < 1 {
+		return 1
+	}
+	return r.CPU.Cores
 }
 
 // ServerVersion returns `llama-server --version`'s first line ("" when it

@@ -44,7 +44,7 @@ func TestBenchSentinelAutoTestbed(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), []string{"bench", "sentinel", "--auto", "--json", "--model", env.Model,
-		"--devices", "CPU,Vulkan0", "--llama-server", env.LlamaServer}, &IO{Out: &out, Err: &errb})
+		"--devices", "CPU,Vulkan0", "--llama-server", env.LlamaServer, "--threads", "1"}, &IO{Out: &out, Err: &errb})
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
