@@ -34,9 +34,13 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		body = b
 	}
 	ctx := req.Context()
-	attempts := len(t.s.cfg.Chain)*(t.s.cfg.MaxRestarts+1) + 1
+	// Each server URL gets UnhealthyAfter+1 tries: by then a dead or hung
+	// server has been noticed and replaced. New URLs come only from
+	// (bounded) restarts and fallbacks, so the loop ends.
+	perURL := t.s.cfg.UnhealthyAfter + 1
 	var lastErr error
-	for range attempts {
+	failures := map[string]int{}
+	for {
 		base, err := t.s.WaitServing(ctx)
 		if err != nil {
 			if lastErr != nil {
@@ -62,10 +66,20 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		// A kept-alive connection the server closed (llama-server ends
+		// them after 100 requests) fails the same way as a dead server:
+		// the first failure on a URL is retried at once.
+		failures[base]++
+		if failures[base] >= perURL {
+			return nil, fmt.Errorf("supervisor: %s keeps failing while its health checks pass: %w", base, lastErr)
+		}
+		if failures[base] == 1 && t.s.URL() == base {
+			continue
+		}
 		// The server went away: wait until the supervisor serves from
-		// elsewhere (a standby, a restart) or gives up.
-		// If nothing changes within a health interval the error was
-		// transient and the same server is tried again.
+		// elsewhere (a standby, a restart) or gives up. If nothing
+		// changes within a health interval the error was transient and
+		// the same server is tried again.
 		timer := time.NewTimer(t.s.cfg.HealthInterval)
 	wait:
 		for {
@@ -84,5 +98,4 @@ func (t *failoverTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		timer.Stop()
 	}
-	return nil, fmt.Errorf("supervisor: request failed on every server: %w", lastErr)
 }
