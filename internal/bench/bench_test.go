@@ -187,13 +187,19 @@ func TestRAPLEnergy(t *testing.T) {
 		}
 	}
 	write(pkg, "max_energy_range_uj", "100000000")
+	write(pkg, "name", "package-0")
 	write(pkg, "energy_uj", "99000000")
+	write(sub, "name", "core")
 	write(sub, "energy_uj", "5")
 	pm := startPower(context.Background(), root)
 	write(pkg, "energy_uj", "1000000") // wrapped: 1 J to the top + 1 J
+	write(sub, "energy_uj", "500005")  // 0.5 J in the cores, part of the package
 	p := pm.stop(context.Background())
 	if p.Source != "rapl" || p.Joules < 1.99 || p.Joules > 2.01 || p.Watts <= 0 {
 		t.Errorf("power %+v", p)
+	}
+	if p.Domains["core"] != 0.5 || p.Domains["package-0"] < 1.99 {
+		t.Errorf("domains %v", p.Domains)
 	}
 	if p := startPower(context.Background(), t.TempDir()).stop(context.Background()); p.Source != "n/a" && p.Source != "nvidia-smi" {
 		t.Errorf("no RAPL: %+v", p)

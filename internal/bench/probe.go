@@ -126,22 +126,27 @@ func (s *loadSampler) stop() Load {
 type Power struct {
 	Source string  `json:"source"` // "rapl", "nvidia-smi" or "n/a"
 	Watts  float64 `json:"watts,omitempty"`
-	Joules float64 `json:"joules,omitempty"`
+	Joules float64 `json:"joules,omitempty"` // packages (RAPL) or board (nvidia-smi)
+	// Domains holds RAPL joules per domain name: package-0, core,
+	// uncore (the iGPU on client parts), dram.
+	Domains map[string]float64 `json:"domains,omitempty"`
 }
 
-// raplDomains lists the top-level package domains (intel-rapl:N).
+// raplDomains lists the RAPL domains with an energy counter: packages
+// (intel-rapl:N) and their parts (intel-rapl:N:M: core, uncore, dram).
 func raplDomains(root string) []string {
 	m, _ := filepath.Glob(filepath.Join(root, "sys", "class", "powercap", "intel-rapl:*"))
 	var out []string
 	for _, d := range m {
-		if strings.Count(filepath.Base(d), ":") == 1 {
-			if _, err := os.Stat(filepath.Join(d, "energy_uj")); err == nil {
-				out = append(out, d)
-			}
+		if _, err := os.Stat(filepath.Join(d, "energy_uj")); err == nil {
+			out = append(out, d)
 		}
 	}
 	return out
 }
+
+// isPackage reports whether a RAPL domain is a whole package.
+func isPackage(dir string) bool { return strings.Count(filepath.Base(dir), ":") == 1 }
 
 func readUint(path string) (uint64, bool) {
 	b, err := os.ReadFile(path)
@@ -202,6 +207,7 @@ func (p *powerMeter) stop(ctx context.Context) Power {
 	wall := time.Since(p.start).Seconds()
 	if len(p.domains) > 0 && wall > 0 {
 		var j float64
+		doms := map[string]float64{}
 		for i, d := range p.domains {
 			e1, ok := readUint(filepath.Join(d, "energy_uj"))
 			if !ok {
@@ -213,9 +219,17 @@ func (p *powerMeter) stop(ctx context.Context) Power {
 					delta = r - p.e0[i] + e1
 				}
 			}
-			j += float64(delta) / 1e6
+			name, err := os.ReadFile(filepath.Join(d, "name"))
+			key := strings.TrimSpace(string(name))
+			if err != nil || key == "" {
+				key = filepath.Base(d)
+			}
+			doms[key] += float64(delta) / 1e6
+			if isPackage(d) {
+				j += float64(delta) / 1e6
+			}
 		}
-		return Power{Source: "rapl", Joules: j, Watts: j / wall}
+		return Power{Source: "rapl", Joules: j, Watts: j / wall, Domains: doms}
 	}
 	if p.nvidia != "" {
 		w1 := nvidiaWatts(ctx, p.nvidia)

@@ -428,6 +428,12 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 		p := pm.stop(ctx)
 		power.Source = p.Source
 		power.Joules += p.Joules
+		for k, v := range p.Domains {
+			if power.Domains == nil {
+				power.Domains = map[string]float64{}
+			}
+			power.Domains[k] += v
+		}
 		for k, v := range round {
 			samples[k] = append(samples[k], v)
 		}
