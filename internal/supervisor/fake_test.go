@@ -53,6 +53,7 @@ type behaviour struct {
 	loadProbes int  // probes answered "loading" before ready
 	exitAfter  int  // exit after this many ok probes (0 = never)
 	hangAfter  int  // answer "down" after this many ok probes (0 = never)
+	blipAt     int  // answer "down" once, at this ok probe (0 = never)
 	never      bool // never becomes ready (loading forever)
 	output     []string
 	exitAtOnce bool // print output, then exit before any probe
@@ -154,6 +155,9 @@ func (w *fakeWorld) health(_ context.Context, url string) Health {
 		return HealthDown
 	}
 	if b.hangAfter > 0 && ok > b.hangAfter {
+		return HealthDown
+	}
+	if b.blipAt > 0 && ok == b.blipAt {
 		return HealthDown
 	}
 	return HealthOK

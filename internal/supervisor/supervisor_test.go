@@ -225,6 +225,51 @@ func TestFailurePaths(t *testing.T) {
 	}
 }
 
+// TestHealthBlipIsNotARestart: one failed probe marks the child
+// unhealthy; the next good probe makes it ready again without a restart.
+func TestHealthBlipIsNotARestart(t *testing.T) {
+	defer noLeaks(t)()
+	w := newFakeWorld(func(string, int) behaviour {
+		return behaviour{blipAt: 3, output: []string{"main: server is listening on http://127.0.0.1"}}
+	})
+	cfg, _ := w.config(Device{Name: "Vulkan0"})
+	var logged []string
+	cfg.Log = func(dev, line string) { logged = append(logged, dev+": "+line) }
+	s := New(cfg)
+	sub := s.Subscribe(64)
+	defer sub.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var seq []string
+	timeout := time.After(5 * time.Second)
+	for len(seq) < 3 || seq[len(seq)-1] != "ready" {
+		select {
+		case e := <-sub.C:
+			if e.GuardDevice == "Vulkan0" && e.GuardState != "" && (len(seq) == 0 || seq[len(seq)-1] != e.GuardState) {
+				if e.GuardState == ChildStarting.String() || e.GuardState == ChildReady.String() || e.GuardState == ChildUnhealthy.String() {
+					seq = append(seq, e.GuardState)
+				}
+			}
+		case <-timeout:
+			t.Fatalf("states %v", seq)
+		}
+		if len(seq) > 6 {
+			break
+		}
+	}
+	if !slices.Equal(seq[len(seq)-3:], []string{"ready", "unhealthy", "ready"}) {
+		t.Errorf("states %v, want ... ready unhealthy ready", seq)
+	}
+	if w.count("Vulkan0") != 1 {
+		t.Errorf("restarted %d times", w.count("Vulkan0")-1)
+	}
+	stop(t, s, w)
+	if len(logged) != 1 || logged[0] != "Vulkan0: main: server is listening on http://127.0.0.1" {
+		t.Errorf("Log got %q", logged)
+	}
+}
+
 func TestMemoryBudgetRefusesDevice(t *testing.T) {
 	w := newFakeWorld(ok)
 	cfg, _ := w.config(Device{Name: "SYCL0", BudgetMiB: 512})
