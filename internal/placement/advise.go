@@ -20,7 +20,9 @@ func Advise(r Request) Plan {
 	if r.Parallel == 0 {
 		r.Parallel = 1
 	}
-	p := Plan{MarginBytes: Margin, NeedBytes: m.WeightsBytes + r.KVBytes + r.ComputeBytes}
+	// A separate MTP head must sit on the model's backend (FindingMTPSeparate),
+	// so its weights count towards the model's memory.
+	p := Plan{MarginBytes: Margin, NeedBytes: m.WeightsBytes + m.MTPSiblingBytes + r.KVBytes + r.ComputeBytes}
 	var dgpus, igpus []Device
 	cpu := Device{Name: "CPU", Kind: CPU, KindName: "cpu"} // Memory 0: unknown, assumed large enough
 	for _, d := range r.Devices {
@@ -329,7 +331,7 @@ func layerSpill(r Request, g Device) (n, gpuBytes uint64) {
 // expertSpill finds the fewest leading layers whose experts must stay on
 // the CPU for the rest to fit on g.
 func expertSpill(r Request, g Device) (n, gpuBytes uint64, ok bool) {
-	need := r.Model.WeightsBytes + r.KVBytes + r.ComputeBytes
+	need := r.Model.WeightsBytes + r.Model.MTPSiblingBytes + r.KVBytes + r.ComputeBytes
 	for n = 0; n <= uint64(len(r.Model.LayerExpertBytes)); n++ {
 		if need+Margin <= g.Memory {
 			return n, need, true

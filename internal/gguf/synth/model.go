@@ -137,3 +137,12 @@ func MTPHead() Model {
 	m.NextN = 1
 	return m
 }
+
+// Mixtral8x7B is a Mixtral-8x7B-shaped MoE model in Q4_K (32 layers, 4096
+// embedding, 32 heads, 8 KV heads, 8 experts of which 2 are used, expert
+// FFN 14336, 32000 vocab): about 26 GB, more than a 24 GB card holds.
+func Mixtral8x7B() Model {
+	return Model{Arch: "llama", Name: "synthetic-mixtral-8x7b", FileType: 15, Layers: 32, Embd: 4096, Heads: 32,
+		HeadsKV: 8, FF: 14336, Vocab: 32000, Ctx: 32768, Experts: 8, ExpertsUsed: 2, ExpertFF: 14336,
+		WeightType: Q4_K, OutputType: Q6_K}
+}
