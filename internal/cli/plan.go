@@ -27,6 +27,7 @@ type planReport struct {
 	Heads           uint64   `json:"heads,omitempty"`
 	HeadsKV         uint64   `json:"heads_kv,omitempty"`
 	EmbeddingLength uint64   `json:"embedding_length,omitempty"`
+	HeadDimK        uint64   `json:"head_dim_k,omitempty"`
 	VocabSize       uint64   `json:"vocab_size,omitempty"`
 	ContextLength   uint64   `json:"context_length,omitempty"`
 	ExpertCount     uint32   `json:"expert_count,omitempty"`
@@ -165,7 +166,7 @@ func runPlan(args []string, f planFlags) (*planReport, error) {
 		return nil, err
 	}
 	pm := placement.Model{
-		Path: m.Path, Architecture: m.Architecture, Layers: m.Layers, NextNLayers: m.NextNLayers,
+		Path: m.Path, Architecture: m.Architecture, Layers: m.Layers, HeadDimK: m.HeadDimK, NextNLayers: m.NextNLayers,
 		Experts: m.Experts, ExpertsUsed: m.ExpertsUsed, WeightsBytes: m.WeightsBytes,
 		LayerBytes: m.LayerBytes, LayerExpertBytes: m.LayerExpertBytes, OutputBytes: m.OutputBytes,
 		ContextLength: m.ContextLength,
@@ -194,7 +195,7 @@ func runPlan(args []string, f planFlags) (*planReport, error) {
 	plan := placement.Advise(req)
 	*rep = planReport{
 		Path: m.Path, Name: m.Name, Architecture: m.Architecture, Parameters: m.Parameters, Quantization: m.FileType,
-		Layers: m.Layers, Heads: m.Heads, HeadsKV: m.HeadsKV, EmbeddingLength: m.Embedding, VocabSize: m.Vocab,
+		Layers: m.Layers, Heads: m.Heads, HeadsKV: m.HeadsKV, EmbeddingLength: m.Embedding, HeadDimK: m.HeadDimK, VocabSize: m.Vocab,
 		ContextLength: m.ContextLength, ExpertCount: m.Experts, ExpertUsedCount: m.ExpertsUsed,
 		FileBytes: m.FileBytes, WeightsBytes: m.WeightsBytes, Ctx: ctx, Parallel: f.parallel, KVType: kvType.String(),
 		KVBytesPerToken: float64(kv) / float64(cells), KVBytes: kv, ComputeBytes: compute, MTP: mtp,

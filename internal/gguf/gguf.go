@@ -69,6 +69,8 @@ type Model struct {
 	Heads         uint64 `json:"heads"`
 	HeadsKV       uint64 `json:"heads_kv"`
 	Embedding     uint64 `json:"embedding_length"`
+	HeadDimK      uint64 `json:"head_dim_k"` // key_length (n_embd_head_k)
+	HeadDimV      uint64 `json:"head_dim_v"`
 	Vocab         uint64 `json:"vocab_size"`
 	ContextLength uint64 `json:"context_length"`
 	Experts       uint32 `json:"expert_count,omitempty"`
@@ -108,6 +110,8 @@ func Open(path string, lim Limits) (*Model, error) {
 		Heads:         a.AttentionHeadCount,
 		HeadsKV:       a.AttentionHeadCountKV,
 		Embedding:     a.EmbeddingLength,
+		HeadDimK:      uint64(a.AttentionKeyLength),
+		HeadDimV:      uint64(a.AttentionValueLength),
 		Vocab:         a.VocabularyLength,
 		ContextLength: a.MaximumContextLength,
 		Experts:       a.ExpertCount,

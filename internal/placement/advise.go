@@ -215,6 +215,13 @@ func flagRules(p *Plan, r Request, dgpus, igpus []Device) {
 			Text:  fmt.Sprintf("A %s KV cache needs flash attention: pass -fa on.", r.KVType),
 			Flags: []string{"-fa on"}})
 	}
+	if (r.KVType == "q8_0" || r.KVType == "q4_0") && m.HeadDimK > 0 && m.HeadDimK%32 != 0 {
+		// The K block must divide the head dimension (FindingQuantKVBlock).
+		p.add(Recommendation{ID: "kv-type-head-dim", Severity: Error, Finding: FindingQuantKVBlock,
+			Text: fmt.Sprintf("llama-server will refuse a %s KV cache for this model: the head dimension %d is not a "+
+				"multiple of the 32-element block. Use -ctk f16 -ctv f16.", r.KVType, m.HeadDimK),
+			Flags: []string{"-ctk " + r.KVType, "-ctv " + r.KVType}})
+	}
 	if m.ContextLength > 0 && r.Ctx > m.ContextLength {
 		p.add(Recommendation{ID: "ctx-beyond-training", Severity: Warning, Finding: FindingContextLength,
 			Text:  fmt.Sprintf("--ctx %d exceeds the trained context of %d tokens.", r.Ctx, m.ContextLength),

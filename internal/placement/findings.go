@@ -51,6 +51,10 @@ var (
 	FindingQuantVFlashAttn = Finding{"quant-v-flash-attn",
 		"llama.cpp allocates a quantized V cache only with flash attention enabled.",
 		"llama.cpp (llama_init_from_model: V cache quantization requires flash_attn)"}
+	FindingQuantKVBlock = Finding{"quant-kv-block",
+		"llama.cpp refuses a quantized K cache whose block size (32 for q8_0 and q4_0) does not divide the head " +
+			"dimension: \"K cache type q8_0 with block size 32 does not divide n_embd_head_k=8\" (stories260K).",
+		"testbed (llama-server build 11669)"}
 	FindingGuardOffMainGPU = Finding{"guard-off-main-gpu",
 		"The guard model must not steal the main GPU: it runs in its own server on whichever other device fits and measures best.",
 		"DESIGN.md"}

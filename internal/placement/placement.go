@@ -122,6 +122,7 @@ type Model struct {
 	Path             string
 	Architecture     string
 	Layers           uint64   // block_count, including NextN blocks
+	HeadDimK         uint64   // n_embd_head_k
 	NextNLayers      uint32   // embedded MTP blocks
 	Experts          uint32   // 0 for dense
 	ExpertsUsed      uint32   // experts active per token
