@@ -43,6 +43,9 @@ func ratio(f float64) string {
 	if f <= 0 {
 		return "-"
 	}
+	if f < 0.1 {
+		return fmt.Sprintf("x%.3f", f)
+	}
 	return fmt.Sprintf("x%.2f", f)
 }
 

@@ -54,7 +54,9 @@ func ParseSet(s string) (Set, error) {
 		set.Env = append(set.Env, words[0])
 		words = words[1:]
 	}
-	set.Flags = words
+	if len(words) > 0 {
+		set.Flags = words
+	}
 	return set, nil
 }
 
