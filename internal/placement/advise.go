@@ -122,11 +122,12 @@ func adviseGPU(p *Plan, r Request, g, cpu Device, igpus []Device) {
 		if igBytes+Margin > ig.Memory {
 			fit = fmt.Sprintf(" It would not even fit: %s needed on %s, %s available.", size(igBytes), ig.Name, size(ig.Memory))
 		}
+		ts := fmt.Sprintf("-dev %s,%s -sm layer -ngl %d -ts %d,%d", g.Name, ig.Name, m.Layers+1, n, m.Layers-n)
 		p.add(Recommendation{ID: "no-spill-to-igpu", Severity: Warning, Finding: FindingLayerSplitSequential,
-			Text: fmt.Sprintf("Do not split layers onto %s (-sm layer): the smallest split that fits puts %.0f%% of the layers "+
+			Text: fmt.Sprintf("Do not split layers onto %s (%s): the smallest split that fits puts %.0f%% of the layers "+
 				"(%d of %d) there, and because the layers run in sequence the expected decode slowdown is %.1fx "+
 				"instead of %.1fx with the CPU spill.%s",
-				ig.Name, 100*frac, m.Layers-n, m.Layers, p.IGPUSlowdown, p.Slowdown, fit),
+				ig.Name, ts, 100*frac, m.Layers-n, m.Layers, p.IGPUSlowdown, p.Slowdown, fit),
 			Flags: []string{"-sm layer", "-ts", "-dev " + g.Name + "," + ig.Name}})
 	}
 	// APEX: overlap pays only when transfers and compute overlap; llama.cpp's
@@ -251,12 +252,14 @@ func placeGuard(p *Plan, r Request, dgpus, igpus []Device, cpu Device) {
 			cands = append(cands, cand{d, int64(d.Memory) - Margin})
 		}
 	}
-	for _, d := range igpus {
-		cands = append(cands, cand{d, int64(d.Memory) - Margin})
-	}
 	cpuFree := int64(1) << 62 // unknown host memory: assume room
 	if cpu.Memory > 0 {
 		cpuFree = int64(cpu.Memory) - Margin - int64(p.CPUBytes)
+	}
+	for _, d := range igpus {
+		// An iGPU's memory is carved from system RAM, so what the CPU spill
+		// uses is gone for it too.
+		cands = append(cands, cand{d, min(int64(d.Memory)-Margin, cpuFree)})
 	}
 	cands = append(cands, cand{cpu, cpuFree})
 	for _, c := range cands {
