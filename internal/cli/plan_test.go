@@ -200,3 +200,14 @@ func TestPlanGuardBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanText pins the human-readable report for one case.
+func TestPlanText(t *testing.T) {
+	dir := writeSynthetic(t)
+	args := append([]string{"plan", filepath.Join(dir, "mixtral.gguf"), "--guard", "llama-guard-3-1b"}, box3090...)
+	out, errOut, code := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, filepath.Join("testdata", "plan", "mixtral-3090.txt"), strings.ReplaceAll(out, dir, "$MODELS"))
+}

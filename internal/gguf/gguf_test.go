@@ -269,3 +269,17 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkOpen measures reading a header (limits pre-walk + parse), the
+// cost aegis plan pays per model.
+func BenchmarkOpen(b *testing.B) {
+	p := filepath.Join(b.TempDir(), "l70.gguf")
+	if _, err := synth.Llama70B().Write(p); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := gguf.Open(p, gguf.Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -147,3 +147,11 @@ func TestEnumStrings(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkAdvise(b *testing.B) {
+	m := dense(80, 0.45)
+	devs := []Device{{Name: "CUDA0", Kind: DGPU, Memory: 24 << 30}, {Name: "Vulkan1", Kind: IGPU, Memory: 8 << 30}, {Name: "CPU", Kind: CPU, Memory: 64 << 30}}
+	for b.Loop() {
+		_ = Advise(Request{Model: m, Devices: devs, Ctx: 8192, Parallel: 1, KVType: "f16", KVBytes: 2 << 30, Guard: &Guard{Name: "g", Bytes: 2 << 30}})
+	}
+}
