@@ -177,11 +177,11 @@ func (m *Model) KVBytes(ctxTokens uint64, t KVType) uint64 {
 }
 
 // ComputeBytes is gguf-parser-go's estimate of the compute buffer of the
-// device that runs the graph with every layer offloaded to it. On the
-// testbed llama-server reported 3.65 MiB for stories260K at 2048 cells
-// where this gives 3.63 MiB; for llama-2-tiny-random it gave 4.13 MiB at
-// 8192 cells and 1.13 MiB at 1024 against 2.3 MiB: an approximation, which
-// the placement margin absorbs.
+// device that runs the graph with every layer offloaded to it. Against
+// llama-server on the testbed (CPU): stories260K at 2048 cells 3.63 vs
+// 3.65 MiB; llama-2-tiny-random 8.3 vs 4.13 MiB at 8192 cells and 1.27 vs
+// 1.13 MiB at 1024 cells. An approximation that errs high; the placement
+// margin absorbs it.
 func (m *Model) ComputeBytes(ctxTokens uint64) uint64 {
 	if m.file == nil || ctxTokens == 0 {
 		return 0
