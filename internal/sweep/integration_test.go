@@ -52,6 +52,10 @@ func TestSweepTestbed(t *testing.T) {
 		}
 		cfg.Sets = append(cfg.Sets, set)
 	}
+	// An independent draft model (its own KV cache) on Vulkan0, server only:
+	// the one thing the seeds say may live on the iGPU.
+	cfg.Sets = append(cfg.Sets, Set{Name: "draft-on-vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}, SkipBench: true,
+		Flags: []string{"-dev", "none", "-t", "1", "-md", env.Model, "-devd", "Vulkan0", "-ngld", "99"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rs, err := Run(ctx, cfg)
@@ -83,5 +87,10 @@ func TestSweepTestbed(t *testing.T) {
 	}
 	if _, ok := cpu.Server.Load.Model["Vulkan0"]; ok {
 		t.Errorf("cpu set put weights on Vulkan0: %v", cpu.Server.Load.Model)
+	}
+	draft := rs[3]
+	if draft.SpeedSource != SpeedServer || draft.Server.Load.KV["Vulkan0"] == 0 || draft.Server.Load.KV["CPU"] == 0 {
+		t.Errorf("draft set: speeds from %q, KV buffers %v (want the target's on CPU and the draft's own on Vulkan0)",
+			draft.SpeedSource, draft.Server.Load.KV)
 	}
 }

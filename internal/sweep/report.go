@@ -15,11 +15,11 @@ import (
 // their ratio against the first set (x1.00 for the first).
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "set\tpp t/s\tvs first\ttg t/s\tvs first\tTTFT\tvs first\tTTFT from\tmemory\tmemory from\t")
+	fmt.Fprintln(tw, "set\tpp t/s\tvs first\ttg t/s\tvs first\tspeed from\tTTFT\tvs first\tTTFT from\tmemory\tmemory from\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Set.Name,
-			num(r.PP), ratio(r.PPRatio), num(r.TG), ratio(r.TGRatio), dur(r.TTFT), ratio(r.TTFTRatio), r.TTFTSource,
-			mem(r.MemoryBytes), r.MemorySource)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Set.Name,
+			num(r.PP), ratio(r.PPRatio), num(r.TG), ratio(r.TGRatio), r.SpeedSource, dur(r.TTFT), ratio(r.TTFTRatio),
+			r.TTFTSource, mem(r.MemoryBytes), r.MemorySource)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

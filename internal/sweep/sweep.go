@@ -37,12 +37,22 @@ const (
 	MemoryBenchModel MemorySource = "bench-weights" // llama-bench model_size: weights only
 )
 
+// SpeedSource says where pp/tg speeds came from.
+type SpeedSource string
+
+// Speed sources.
+const (
+	SpeedBench  SpeedSource = "bench"  // llama-bench -p/-n averages
+	SpeedServer SpeedSource = "server" // one llama-server completion's timings (sets that skip llama-bench)
+)
+
 // Result is one set's measurements.
 type Result struct {
 	Set          Set           `json:"set"`
 	PP           float64       `json:"pp_tps,omitempty"` // prompt processing, tokens/s (llama-bench)
 	TG           float64       `json:"tg_tps,omitempty"` // generation, tokens/s (llama-bench)
 	PPTokens     int           `json:"pp_tokens,omitempty"`
+	SpeedSource  SpeedSource   `json:"speed_source,omitempty"`
 	TTFT         time.Duration `json:"ttft_ns,omitempty"`
 	TTFTSource   TTFTSource    `json:"ttft_source,omitempty"`
 	MemoryBytes  uint64        `json:"memory_bytes,omitempty"`
@@ -81,6 +91,7 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			} else {
 				r.Bench = rows
 				r.PP, r.TG, r.PPTokens = Speeds(rows)
+				r.SpeedSource = SpeedBench
 				if len(rows) > 0 {
 					r.MemoryBytes, r.MemorySource = rows[0].ModelSize, MemoryBenchModel
 				}
@@ -104,6 +115,10 @@ func Run(ctx context.Context, c Config) ([]Result, error) {
 			} else {
 				r.Server = sr
 				r.TTFT, r.TTFTSource = sr.TTFT, TTFTServer
+				if r.SpeedSource == "" && sr.PromptMS > 0 {
+					r.PP, r.PPTokens = float64(sr.PromptN)/sr.PromptMS*1000, sr.PromptN
+					r.TG, r.SpeedSource = sr.PredictedPS, SpeedServer
+				}
 				if t := sr.Load.Total(); t > 0 {
 					r.MemoryBytes, r.MemorySource = t, MemoryServerLog
 				}

@@ -193,7 +193,7 @@ func FuzzParseBenchJSON(f *testing.F) {
 
 func sampleResults() []Result {
 	rs := []Result{
-		{Set: Set{Name: "cpu"}, PP: 18000, TG: 10000, PPTokens: 512, TTFT: 20 * time.Millisecond, TTFTSource: TTFTServer, MemoryBytes: 6 << 20, MemorySource: MemoryServerLog},
+		{Set: Set{Name: "cpu"}, PP: 18000, TG: 10000, PPTokens: 512, SpeedSource: SpeedBench, TTFT: 20 * time.Millisecond, TTFTSource: TTFTServer, MemoryBytes: 6 << 20, MemorySource: MemoryServerLog},
 		{Set: Set{Name: "vulkan"}, PP: 1200, TG: 140, TTFT: 400 * time.Millisecond, TTFTSource: TTFTServer, MemoryBytes: 8 << 20, MemorySource: MemoryServerLog},
 		{Set: Set{Name: "split"}, PP: 900, TG: 120, TTFT: 28 * time.Millisecond, TTFTSource: TTFTPPDerived, MemoryBytes: 1 << 20, MemorySource: MemoryBenchModel},
 		{Set: Set{Name: "broken"}, Err: "llama-bench: exit status 1"},
