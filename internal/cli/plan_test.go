@@ -61,6 +61,8 @@ var planCases = []planCase{
 		[]string{"devd-inert-embedded-mtp", "spill-experts-to-cpu"}, []string{"mtp-head-same-backend"}, "--n-cpu-moe "},
 	{"8b-separate-mtp-3090", filepath.Join("pair", "model.gguf"), box3090, []string{"--guard", "qwen2-1.5b"}, "whole",
 		[]string{"mtp-head-same-backend", "draft-model-on-igpu", "guard-fits"}, []string{"devd-inert-embedded-mtp"}, "-dev CUDA0 -ngl 33"},
+	{"qwen3moe-5090-guard-gguf", "qwen3moe.gguf", box5090, []string{"--guard", "$MODELS/guard-1b.gguf", "--guard-ctx", "8192"}, "whole",
+		[]string{"whole-model", "guard-fits"}, []string{"guard-does-not-fit"}, "-dev CUDA0 -ngl 49"},
 	{"8b-guard-phi3-cpu-8g", filepath.Join("pair", "model.gguf"), []string{"--device", "CPU:8GiB"}, []string{"--guard", "phi-3-mini"}, "cpu-only",
 		[]string{"cpu-only", "guard-does-not-fit"}, nil, "-dev none"},
 }
@@ -79,6 +81,8 @@ func writeSynthetic(t *testing.T) string {
 		"glm4moe-mtp.gguf":                      synth.GLM4MoEMTP(),
 		filepath.Join("pair", "model.gguf"):     synth.Dense8B(),
 		filepath.Join("pair", "mtp-model.gguf"): synth.MTPHead(),
+		"guard-1b.gguf": {Arch: "llama", Name: "synthetic-guard-1b", FileType: 15, Layers: 16, Embd: 2048, Heads: 32,
+			HeadsKV: 8, FF: 8192, Vocab: 128256, Ctx: 131072, WeightType: synth.Q4_K, OutputType: synth.Q6_K},
 	} {
 		if _, err := m.Write(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
@@ -92,7 +96,9 @@ func TestPlanAdviceGolden(t *testing.T) {
 	for _, c := range planCases {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"plan", filepath.Join(dir, c.model), "--json"}, c.devices...)
-			args = append(args, c.extra...)
+			for _, e := range c.extra {
+				args = append(args, strings.ReplaceAll(e, "$MODELS", dir))
+			}
 			out, errOut, code := runCLI(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
