@@ -24,7 +24,7 @@ func Advise(r Request) Plan {
 	// so its weights count towards the model's memory.
 	p := Plan{MarginBytes: Margin, NeedBytes: m.WeightsBytes + m.MTPSiblingBytes + r.KVBytes + r.ComputeBytes}
 	var dgpus, igpus []Device
-	cpu := Device{Name: "CPU", Kind: CPU, KindName: "cpu"} // Memory 0: unknown, assumed large enough
+	cpu := Device{Name: "CPU", Kind: CPU} // Memory 0: unknown, assumed large enough
 	for _, d := range r.Devices {
 		switch d.Kind {
 		case DGPU:
@@ -42,6 +42,10 @@ func Advise(r Request) Plan {
 	}
 	if len(dgpus) == 0 || p.Strategy == NoFit {
 		adviseCPU(&p, r, cpu, igpus)
+	}
+	if cpu.Memory == 0 {
+		p.add(Recommendation{ID: "host-memory-unknown", Severity: Info, Finding: FindingFitMargin,
+			Text: "No CPU device was given, so host memory is assumed to hold whatever spills; pass --device CPU:SIZE to check it."})
 	}
 	flagRules(&p, r, dgpus, igpus)
 	placeGuard(&p, r, dgpus, igpus, cpu)

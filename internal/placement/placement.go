@@ -35,6 +35,9 @@ func (k Kind) String() string {
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// MarshalText makes Kind a JSON string.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // ParseKind parses cpu, igpu or dgpu.
 func ParseKind(s string) (Kind, error) {
 	for _, k := range []Kind{CPU, IGPU, DGPU} {
@@ -60,8 +63,7 @@ const (
 // Device is one place a model can live.
 type Device struct {
 	Name      string  `json:"name"` // llama.cpp device name: CUDA0, Vulkan1, SYCL0, ROCm0, CPU
-	Kind      Kind    `json:"-"`
-	KindName  string  `json:"kind"`
+	Kind      Kind    `json:"kind"`
 	Memory    uint64  `json:"memory_bytes"`
 	Bandwidth float64 `json:"bandwidth_bytes_per_s,omitempty"` // effective decode bandwidth; 0 = default for Kind
 }
@@ -113,7 +115,6 @@ func ParseDevice(s string) (Device, error) {
 		}
 		d.Bandwidth = float64(bw)
 	}
-	d.KindName = d.Kind.String()
 	return d, nil
 }
 

@@ -11,11 +11,11 @@ func TestParseDevice(t *testing.T) {
 		want    Device
 		wantErr bool
 	}{
-		{"CUDA0:32GiB:dgpu", Device{Name: "CUDA0", Kind: DGPU, KindName: "dgpu", Memory: 32 << 30}, false},
-		{"Vulkan1:8GiB:igpu", Device{Name: "Vulkan1", Kind: IGPU, KindName: "igpu", Memory: 8 << 30}, false},
-		{"cpu:64GiB", Device{Name: "CPU", Kind: CPU, KindName: "cpu", Memory: 64 << 30}, false},
-		{"CUDA0:24GB", Device{Name: "CUDA0", Kind: DGPU, KindName: "dgpu", Memory: 24e9}, false},
-		{"CUDA0:24GiB:dgpu:936GB", Device{Name: "CUDA0", Kind: DGPU, KindName: "dgpu", Memory: 24 << 30, Bandwidth: 936e9}, false},
+		{"CUDA0:32GiB:dgpu", Device{Name: "CUDA0", Kind: DGPU, Memory: 32 << 30}, false},
+		{"Vulkan1:8GiB:igpu", Device{Name: "Vulkan1", Kind: IGPU, Memory: 8 << 30}, false},
+		{"cpu:64GiB", Device{Name: "CPU", Kind: CPU, Memory: 64 << 30}, false},
+		{"CUDA0:24GB", Device{Name: "CUDA0", Kind: DGPU, Memory: 24e9}, false},
+		{"CUDA0:24GiB:dgpu:936GB", Device{Name: "CUDA0", Kind: DGPU, Memory: 24 << 30, Bandwidth: 936e9}, false},
 		{"CUDA0", Device{}, true},
 		{":8GiB", Device{}, true},
 		{"CUDA0:lots", Device{}, true},
