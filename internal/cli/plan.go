@@ -1,19 +1,292 @@
 package cli
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/catalog"
+	"github.com/aegis-sentinel/aegis/internal/gguf"
+	"github.com/aegis-sentinel/aegis/internal/placement"
 )
+
+// planReport is the output of aegis plan (--json); the Plan's fields
+// (strategy, command, recommendations) are promoted to the top level.
+type planReport struct {
+	Path            string   `json:"path,omitempty"`
+	Name            string   `json:"name,omitempty"`
+	Architecture    string   `json:"architecture,omitempty"`
+	Parameters      uint64   `json:"parameters,omitempty"`
+	Quantization    string   `json:"quantization,omitempty"`
+	Layers          uint64   `json:"layers,omitempty"`
+	Heads           uint64   `json:"heads,omitempty"`
+	HeadsKV         uint64   `json:"heads_kv,omitempty"`
+	EmbeddingLength uint64   `json:"embedding_length,omitempty"`
+	HeadDimK        uint64   `json:"head_dim_k,omitempty"`
+	VocabSize       uint64   `json:"vocab_size,omitempty"`
+	ContextLength   uint64   `json:"context_length,omitempty"`
+	ExpertCount     uint32   `json:"expert_count,omitempty"`
+	ExpertUsedCount uint32   `json:"expert_used_count,omitempty"`
+	FileBytes       uint64   `json:"file_bytes,omitempty"`
+	WeightsBytes    uint64   `json:"weights_bytes,omitempty"`
+	Ctx             uint64   `json:"ctx,omitempty"`
+	Parallel        uint64   `json:"parallel,omitempty"`
+	KVType          string   `json:"kv_type,omitempty"`
+	KVBytesPerToken float64  `json:"kv_bytes_per_token,omitempty"`
+	KVBytes         uint64   `json:"kv_bytes,omitempty"`
+	ComputeBytes    uint64   `json:"compute_bytes,omitempty"`
+	MTP             *mtpInfo `json:"mtp,omitempty"`
+
+	Devices []placement.Device `json:"devices,omitempty"`
+	Guard   *placement.Guard   `json:"guard,omitempty"`
+	*placement.Plan
+
+	GuardBudget     uint64        `json:"guard_budget_bytes,omitempty"`
+	GuardBudgetCtx  int           `json:"guard_budget_ctx,omitempty"`
+	GuardBudgetFits []catalog.Fit `json:"guard_budget_fits,omitempty"`
+}
+
+type mtpInfo struct {
+	Packaging   string   `json:"packaging"` // none, embedded, separate
+	NextNLayers uint32   `json:"nextn_predict_layers,omitempty"`
+	Separate    []string `json:"separate,omitempty"`
+}
+
+type planFlags struct {
+	ctx, parallel uint64
+	kvType        string
+	jsonOut       bool
+	devices       []string
+	guard         string
+	guardCtx      int
+	guardBudget   string
+	server        string
+	ctxSet        bool
+}
 
 func init() {
 	register(func(stdio *IO) *cobra.Command {
-		return &cobra.Command{
-			Use:   "plan",
+		var f planFlags
+		c := &cobra.Command{
+			Use:   "plan [MODEL.gguf]",
 			Short: "Advise where a GGUF model, its KV cache and a draft should live",
+			Long: `plan reads a GGUF header and advises how to run it with llama-server on the devices given:
+the device for the whole model, or how the overflow spills to the CPU; flags that are inert or
+abort for this model (-devd with an embedded MTP head, a separate mtp-*.gguf on another backend,
+-sm row/tensor across vendors); whether a guard model fits beside it; and the command line.
+
+Devices are given as NAME:MEMORY[:KIND[:BANDWIDTH]], KIND one of dgpu, igpu, cpu:
+  aegis plan model.gguf --device CUDA0:24GiB:dgpu --device Vulkan1:8GiB:igpu --device CPU:64GiB
+
+With --guard-budget and no model, plan lists the catalogued guard models that fit the budget:
+  aegis plan --guard-budget 8GiB`,
+			Args: func(c *cobra.Command, args []string) error {
+				if len(args) > 1 {
+					return usagef("%s takes at most one model (got %d arguments)", c.CommandPath(), len(args))
+				}
+				if len(args) == 0 && f.guardBudget == "" {
+					return usagef("%s needs MODEL.gguf (or --guard-budget SIZE)\nRun '%s --help' for usage.", c.CommandPath(), c.CommandPath())
+				}
+				return nil
+			},
 			RunE: func(c *cobra.Command, args []string) error {
-				return errors.New("plan is not built yet (issue 7)")
+				f.ctxSet = c.Flags().Changed("ctx")
+				rep, err := runPlan(args, f)
+				if err != nil {
+					return err
+				}
+				if f.jsonOut {
+					enc := json.NewEncoder(stdio.Out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(rep)
+				}
+				writePlan(stdio.Out, rep)
+				return nil
 			},
 		}
+		fl := c.Flags()
+		fl.Uint64Var(&f.ctx, "ctx", 4096, "context per slot, in tokens (the default is capped at the model's trained context)")
+		fl.Uint64Var(&f.parallel, "parallel", 1, "slots (llama-server -np); the KV cache holds ctx x parallel cells")
+		fl.StringVar(&f.kvType, "kv-type", "f16", "KV cache type: f16, q8_0 or q4_0")
+		fl.BoolVar(&f.jsonOut, "json", false, "write the report as JSON")
+		fl.StringArrayVar(&f.devices, "device", nil, "a device NAME:MEMORY[:KIND[:BANDWIDTH]] (repeatable), e.g. CUDA0:32GiB:dgpu")
+		fl.StringVar(&f.guard, "guard", "", "guard model to place beside the main model: a catalogue id or a FILE.gguf")
+		fl.IntVar(&f.guardCtx, "guard-ctx", 4096, "context of the guard model, in tokens")
+		fl.StringVar(&f.guardBudget, "guard-budget", "", "list the catalogued guard models that fit in this memory, e.g. 8GiB")
+		fl.StringVar(&f.server, "server", "llama-server", "llama-server binary to name in the command line")
+		return c
 	})
+}
+
+func runPlan(args []string, f planFlags) (*planReport, error) {
+	kvType, err := gguf.ParseKVType(f.kvType)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	if f.parallel == 0 || f.ctx == 0 {
+		return nil, usagef("--ctx and --parallel must be positive")
+	}
+	rep := &planReport{}
+	if f.guardBudget != "" {
+		b, err := humanize.ParseBytes(f.guardBudget)
+		if err != nil {
+			return nil, usagef("--guard-budget %q: want a size like 8GiB", f.guardBudget)
+		}
+		rep.GuardBudget, rep.GuardBudgetCtx, rep.GuardBudgetFits = b, f.guardCtx, catalog.Fits(b, f.guardCtx)
+	}
+	if len(args) == 0 {
+		return rep, nil
+	}
+	devs := make([]placement.Device, 0, len(f.devices))
+	for _, s := range f.devices {
+		d, err := placement.ParseDevice(s)
+		if err != nil {
+			return nil, usageErr(err)
+		}
+		devs = append(devs, d)
+	}
+	m, err := gguf.Open(args[0], gguf.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	ctx := f.ctx
+	if m.ContextLength > 0 && ctx > m.ContextLength && !f.ctxSet {
+		ctx = m.ContextLength
+	}
+	cells := ctx * f.parallel
+	kv := m.KVBytes(cells, kvType)
+	compute := m.ComputeBytes(cells)
+	siblings, err := gguf.MTPSibling(args[0])
+	if err != nil {
+		return nil, err
+	}
+	pm := placement.Model{
+		Path: m.Path, Architecture: m.Architecture, Layers: m.Layers, HeadDimK: m.HeadDimK, NextNLayers: m.NextNLayers,
+		Experts: m.Experts, ExpertsUsed: m.ExpertsUsed, WeightsBytes: m.WeightsBytes,
+		LayerBytes: m.LayerBytes, LayerExpertBytes: m.LayerExpertBytes, OutputBytes: m.OutputBytes,
+		ContextLength: m.ContextLength,
+	}
+	mtp := &mtpInfo{Packaging: "none", NextNLayers: m.NextNLayers, Separate: siblings}
+	switch {
+	case m.NextNLayers > 0:
+		mtp.Packaging = "embedded"
+	case len(siblings) > 0:
+		mtp.Packaging = "separate"
+		pm.MTPSibling = siblings[0]
+		if h, err := gguf.Open(siblings[0], gguf.Limits{}); err == nil {
+			pm.MTPSiblingBytes = h.WeightsBytes
+		}
+	}
+	req := placement.Request{Model: pm, Devices: devs, Ctx: ctx, Parallel: f.parallel, KVType: kvType.String(),
+		KVBytes: kv, ComputeBytes: compute, Server: f.server}
+	if f.guard != "" {
+		g, err := guardFor(f.guard, f.guardCtx)
+		if err != nil {
+			return nil, err
+		}
+		req.Guard = g
+		rep.Guard = g
+	}
+	plan := placement.Advise(req)
+	*rep = planReport{
+		Path: m.Path, Name: m.Name, Architecture: m.Architecture, Parameters: m.Parameters, Quantization: m.FileType,
+		Layers: m.Layers, Heads: m.Heads, HeadsKV: m.HeadsKV, EmbeddingLength: m.Embedding, HeadDimK: m.HeadDimK, VocabSize: m.Vocab,
+		ContextLength: m.ContextLength, ExpertCount: m.Experts, ExpertUsedCount: m.ExpertsUsed,
+		FileBytes: m.FileBytes, WeightsBytes: m.WeightsBytes, Ctx: ctx, Parallel: f.parallel, KVType: kvType.String(),
+		KVBytesPerToken: float64(kv) / float64(cells), KVBytes: kv, ComputeBytes: compute, MTP: mtp,
+		Devices: devs, Guard: rep.Guard, Plan: &plan,
+		GuardBudget: rep.GuardBudget, GuardBudgetCtx: rep.GuardBudgetCtx, GuardBudgetFits: rep.GuardBudgetFits,
+	}
+	return rep, nil
+}
+
+// guardFor resolves --guard: a catalogue entry, or a GGUF file whose
+// memory is computed like the main model's.
+func guardFor(s string, ctx int) (*placement.Guard, error) {
+	if strings.HasSuffix(strings.ToLower(s), ".gguf") {
+		m, err := gguf.Open(s, gguf.Limits{})
+		if err != nil {
+			return nil, fmt.Errorf("guard: %w", err)
+		}
+		c := uint64(ctx)
+		if m.ContextLength > 0 {
+			c = min(c, m.ContextLength)
+		}
+		return &placement.Guard{Name: m.Name, Bytes: m.WeightsBytes + m.KVBytes(c, gguf.KVF16) + m.ComputeBytes(c)}, nil
+	}
+	e, err := catalog.Lookup(s)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	return &placement.Guard{Name: e.Name, Bytes: e.MemoryAt(min(ctx, e.Ctx))}, nil
+}
+
+func writePlan(w io.Writer, r *planReport) {
+	if r.Plan != nil {
+		fmt.Fprintf(w, "%s\n", r.Path)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+		row("architecture", r.Architecture)
+		row("parameters", fmt.Sprintf("%s (%d)", humanize.SIWithDigits(float64(r.Parameters), 2, ""), r.Parameters))
+		row("quantization", r.Quantization)
+		row("layers", fmt.Sprint(r.Layers))
+		row("heads / kv heads", fmt.Sprintf("%d / %d", r.Heads, r.HeadsKV))
+		row("embedding length", fmt.Sprint(r.EmbeddingLength))
+		row("vocabulary", fmt.Sprint(r.VocabSize))
+		row("context length", fmt.Sprint(r.ContextLength))
+		if r.ExpertCount > 0 {
+			row("experts", fmt.Sprintf("%d (%d used per token)", r.ExpertCount, r.ExpertUsedCount))
+		}
+		row("weights", humanize.IBytes(r.WeightsBytes))
+		row("KV cache", fmt.Sprintf("%s per token; %s for %d x %d cells (%s)", humanize.IBytes(uint64(r.KVBytesPerToken)),
+			humanize.IBytes(r.KVBytes), r.Ctx, r.Parallel, r.KVType))
+		row("compute buffer", "~"+humanize.IBytes(r.ComputeBytes))
+		mtp := r.MTP.Packaging
+		switch mtp {
+		case "embedded":
+			mtp += fmt.Sprintf(" (nextn_predict_layers = %d)", r.MTP.NextNLayers)
+		case "separate":
+			mtp += " (" + strings.Join(r.MTP.Separate, ", ") + ")"
+		}
+		row("MTP", mtp)
+		row("placement", fmt.Sprintf("%s on %s, %s needed", r.Strategy, orNone(r.Device), humanize.IBytes(r.NeedBytes)))
+		tw.Flush()
+		fmt.Fprintln(w, "\nrecommendations:")
+		for _, rec := range r.Recommendations {
+			fmt.Fprintf(w, "  [%s] %s: %s\n", rec.Severity, rec.ID, rec.Text)
+			fmt.Fprintf(w, "      finding: %s (%s)\n", rec.Finding.Claim, rec.Finding.Source)
+		}
+		if r.CommandLine != "" {
+			fmt.Fprintf(w, "\ncommand:\n  %s\n", r.CommandLine)
+		}
+	}
+	if r.GuardBudgetFits != nil {
+		if r.Plan != nil {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "guard models in %s at %d tokens of context:\n", humanize.IBytes(r.GuardBudget), r.GuardBudgetCtx)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  model\tparams\tquant\tfile\tmemory\tfits\truntime")
+		for _, g := range r.GuardBudgetFits {
+			fits := "no"
+			if g.Fits {
+				fits = "yes"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, humanize.SIWithDigits(g.Params, 2, ""), g.Quant,
+				humanize.Bytes(g.FileBytes), humanize.IBytes(g.MemoryBytes), fits, g.Runtime)
+		}
+		tw.Flush()
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/sweep"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+)
+
+func sharedModelsDir(t *testing.T) string {
+	t.Helper()
+	dir, _ := os.Getwd()
+	for {
+		p := filepath.Join(dir, "shared", "models")
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	if testbed.Mandatory() {
+		t.Fatal("shared/models not found above the working directory")
+	}
+	t.Skip("shared/models not found")
+	return ""
+}
+
+// TestPlanMemoryMatchesLlamaServer loads each shared model in the real
+// llama-server (CPU, same ctx/parallel/KV type) and compares the model and
+// KV buffers it reports with aegis plan's weights_bytes and kv_bytes: they
+// must agree within 10%.
+func TestPlanMemoryMatchesLlamaServer(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	dir := sharedModelsDir(t)
+	cases := []struct {
+		model         string
+		ctx, parallel int
+	}{
+		{"stories260K.gguf", 2048, 1},
+		{"stories260K.gguf", 2048, 2},
+		{"llama-2-tiny-random.gguf", 4096, 2},
+		{"llama-2-tiny-random.gguf", 1024, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.model+"/ctx"+strconv.Itoa(c.ctx)+"x"+strconv.Itoa(c.parallel), func(t *testing.T) {
+			path := filepath.Join(dir, c.model)
+			out, errOut, code := runCLI(t, "plan", path, "--json", "--ctx", strconv.Itoa(c.ctx),
+				"--parallel", strconv.Itoa(c.parallel), "--device", "CPU:16GiB")
+			if code != 0 {
+				t.Fatalf("plan: exit %d: %s", code, errOut)
+			}
+			var rep struct {
+				WeightsBytes uint64 `json:"weights_bytes"`
+				KVBytes      uint64 `json:"kv_bytes"`
+				ComputeBytes uint64 `json:"compute_bytes"`
+			}
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatal(err)
+			}
+			set := sweep.Set{Name: "plan-check", Flags: []string{"-dev", "none", "-t", "1",
+				"-c", strconv.Itoa(c.ctx * c.parallel), "-np", strconv.Itoa(c.parallel), "-ctk", "f16", "-ctv", "f16"}}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			res, err := sweep.RunServer(ctx, sweep.Engine{Path: env.LlamaServer}, path, set, sweep.ServerOptions{Prompt: "Once upon a time"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			within(t, "weights", rep.WeightsBytes, res.Load.ModelBytes)
+			within(t, "KV cache", rep.KVBytes, res.Load.KVBytes)
+			t.Logf("plan weights %d KV %d compute~%d | llama-server model %d KV %d compute %d",
+				rep.WeightsBytes, rep.KVBytes, rep.ComputeBytes, res.Load.ModelBytes, res.Load.KVBytes, res.Load.ComputeBytes)
+		})
+	}
+}
+
+// TestPlanQuantKVRefusal checks the kv-type-head-dim rule against the real
+// server: plan says a q8_0 cache will be refused for stories260K (head dim
+// 8), and llama-server indeed fails to load it.
+func TestPlanQuantKVRefusal(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	path := filepath.Join(sharedModelsDir(t), "stories260K.gguf")
+	out, _, code := runCLI(t, "plan", path, "--json", "--kv-type", "q8_0")
+	if code != 0 {
+		t.Fatalf("plan exit %d", code)
+	}
+	var rep struct {
+		Recommendations []struct{ ID, Severity string } `json:"recommendations"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, r := range rep.Recommendations {
+		found = found || (r.ID == "kv-type-head-dim" && r.Severity == "error")
+	}
+	if !found {
+		t.Fatalf("plan did not flag the q8_0 KV cache: %s", out)
+	}
+	set := sweep.Set{Name: "q8", Flags: []string{"-dev", "none", "-t", "1", "-c", "2048", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := sweep.RunServer(ctx, sweep.Engine{Path: env.LlamaServer}, path, set, sweep.ServerOptions{Prompt: "Once"})
+	if err == nil {
+		t.Fatal("llama-server loaded a q8_0 KV cache the plan said it would refuse")
+	}
+	if !strings.Contains(err.Error(), "exited while loading") || !strings.Contains(err.Error(), "does not divide") {
+		t.Fatalf("llama-server failed for another reason: %v", err)
+	}
+}
+
+func within(t *testing.T, what string, plan, server uint64) {
+	t.Helper()
+	if server == 0 {
+		t.Fatalf("%s: llama-server reported nothing", what)
+	}
+	dev := math.Abs(float64(plan)-float64(server)) / float64(server)
+	if dev > 0.10 {
+		t.Errorf("%s: plan %d vs llama-server %d bytes (%.1f%% apart, max 10%%)", what, plan, server, 100*dev)
+	} else {
+		t.Logf("%s: plan %d vs llama-server %d bytes (%.2f%% apart)", what, plan, server, 100*dev)
+	}
+}
