@@ -163,7 +163,7 @@ function drawChart() {
   let lo = Math.floor(Math.log10(Math.min(...all, 1))), hi = Math.ceil(Math.log10(Math.max(...all, 10)));
   if (hi - lo < 2) lo = hi - 2;
   const y = (v) => T + (H - T - B) * (1 - (Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo));
-  const x = (i) => L + (W - L - R) * (pts.length > 1 ? i / (MAX_POINTS - 1) : 0);
+  const x = (i) => L + (W - L - R) * (pts.length > 1 ? i / (pts.length - 1) : 0.5);
   const ns = "http://www.w3.org/2000/svg", parts = [];
   const mk = (tag, attrs, text) => {
     const n = document.createElementNS(ns, tag);
