@@ -31,7 +31,20 @@ type Recorder struct {
 	// incident has its route, upstream and model even when the Retry or
 	// Halt event leaves them out.
 	reqs map[string]requestInfo
+	// halts waits for the RequestFinished that follows a Halt: the
+	// gateway puts the final output (when text logging is allowed) and the
+	// request's timings there, and the halt's findings point into it.
+	halts map[string]pendingHalt
 }
+
+type pendingHalt struct {
+	inc  Incident
+	seen time.Time
+}
+
+// haltWait is how long a halt waits for its RequestFinished before it is
+// written without the text and timings.
+const haltWait = 5 * time.Second
 
 type requestInfo struct {
 	route, upstream, model string
@@ -44,7 +57,7 @@ const RecorderBuffer = 4096
 // NewRecorder subscribes to bus and returns a recorder writing into st.
 // Call Run to start writing.
 func NewRecorder(st *Store, bus *events.Bus) *Recorder {
-	return &Recorder{st: st, sub: bus.Subscribe(RecorderBuffer), reqs: map[string]requestInfo{}}
+	return &Recorder{st: st, sub: bus.Subscribe(RecorderBuffer), reqs: map[string]requestInfo{}, halts: map[string]pendingHalt{}}
 }
 
 // Run writes incidents until ctx is done, then stops its subscription and
@@ -61,6 +74,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 	r.prune(ctx, log)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	flush := time.NewTicker(haltWait / 5)
+	defer flush.Stop()
 	for {
 		select {
 		case e, ok := <-r.sub.C:
@@ -71,6 +86,8 @@ func (r *Recorder) Run(ctx context.Context) error {
 		case <-tick.C:
 			r.prune(ctx, log)
 			r.forget(time.Now().Add(-10 * time.Minute))
+		case now := <-flush.C:
+			r.flushHalts(ctx, log, now.Add(-haltWait))
 		case <-ctx.Done():
 			r.sub.Close()
 			drain, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -78,6 +95,7 @@ func (r *Recorder) Run(ctx context.Context) error {
 			for e := range r.sub.C {
 				r.handle(drain, log, e)
 			}
+			r.flushHalts(drain, log, time.Now().Add(time.Hour))
 			return nil
 		}
 	}
@@ -108,6 +126,18 @@ func (r *Recorder) handle(ctx context.Context, log *slog.Logger, e events.Event)
 		return
 	case events.RequestFinished:
 		delete(r.reqs, e.RequestID)
+		if p, ok := r.halts[e.RequestID]; ok {
+			delete(r.halts, e.RequestID)
+			if !p.inc.HasText && e.Text != "" {
+				p.inc.Text, p.inc.HasText = e.Text, true
+			}
+			t := &p.inc.Timings
+			t.TTFT = cmpOr(t.TTFT, e.TTFT)
+			t.Duration = cmpOr(t.Duration, e.Duration)
+			t.HeldBytes = cmpOr(t.HeldBytes, e.HeldBytes)
+			t.Tokens = cmpOr(t.Tokens, e.Tokens)
+			r.add(ctx, log, p.inc)
+		}
 		return
 	case events.Retry, events.Halt:
 	default:
@@ -119,8 +149,30 @@ func (r *Recorder) handle(ctx context.Context, log *slog.Logger, e events.Event)
 		inc.Upstream = cmpOr(inc.Upstream, ri.upstream)
 		inc.Model = cmpOr(inc.Model, ri.model)
 	}
+	if e.Kind == events.Halt {
+		if old, ok := r.halts[e.RequestID]; ok { // a second halt: keep both
+			r.add(ctx, log, old.inc)
+		}
+		r.halts[e.RequestID] = pendingHalt{inc: inc, seen: time.Now()}
+		return
+	}
+	r.add(ctx, log, inc)
+}
+
+// flushHalts writes the halts that waited since before cut for their
+// RequestFinished.
+func (r *Recorder) flushHalts(ctx context.Context, log *slog.Logger, cut time.Time) {
+	for id, p := range r.halts {
+		if p.seen.Before(cut) {
+			delete(r.halts, id)
+			r.add(ctx, log, p.inc)
+		}
+	}
+}
+
+func (r *Recorder) add(ctx context.Context, log *slog.Logger, inc Incident) {
 	if _, err := r.st.Add(ctx, &inc); err != nil {
-		log.Error("incident not recorded", "request_id", e.RequestID, "reason", string(inc.Reason), "err", err)
+		log.Error("incident not recorded", "request_id", inc.RequestID, "reason", string(inc.Reason), "err", err)
 		return
 	}
 	if r.OnAdd != nil {
@@ -128,8 +180,9 @@ func (r *Recorder) handle(ctx context.Context, log *slog.Logger, e events.Event)
 	}
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
 		return a
 	}
 	return b

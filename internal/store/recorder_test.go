@@ -30,6 +30,11 @@ func TestRecorderWritesRetriesAndHalts(t *testing.T) {
 	bus.Publish(events.Event{Kind: events.Halt, RequestID: "a", Attempt: 2, Verdict: leak, Text: "sk-12 and more"})
 	bus.Publish(events.Event{Kind: events.RequestFinished, RequestID: "a", Outcome: "halted"})
 	bus.Publish(events.Event{Kind: events.RequestStarted, RequestID: "b"})
+	// The gateway puts the final text and timings on RequestFinished.
+	bus.Publish(events.Event{Kind: events.Halt, RequestID: "c", Verdict: leak})
+	bus.Publish(events.Event{Kind: events.RequestFinished, RequestID: "c", Outcome: "halted", Text: "sk-99 tail", TTFT: 5 * time.Millisecond})
+	// A halt whose finish never comes is written at shutdown.
+	bus.Publish(events.Event{Kind: events.Halt, RequestID: "d", Verdict: leak})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -39,7 +44,7 @@ func TestRecorderWritesRetriesAndHalts(t *testing.T) {
 		mu.Lock()
 		n := len(added)
 		mu.Unlock()
-		if n == 2 || time.Now().After(deadline) {
+		if n == 3 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -52,10 +57,13 @@ func TestRecorderWritesRetriesAndHalts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 {
-		t.Fatalf("got %d incidents, want 2: %+v", len(got), got)
+	if len(got) != 4 {
+		t.Fatalf("got %d incidents, want 4: %+v", len(got), got)
 	}
-	halt, retry := got[0], got[1]
+	if d, c := got[0], got[1]; d.RequestID != "d" || d.HasText || c.RequestID != "c" || c.Text != "sk-99 tail" || c.Timings.TTFT != 5*time.Millisecond {
+		t.Errorf("halts completed by RequestFinished / flushed at shutdown: %+v, %+v", c, d)
+	}
+	halt, retry := got[2], got[3]
 	if retry.Kind != KindRetry || retry.Reason != validator.ReasonRepetitionLoop || retry.Upstream != "llama" ||
 		retry.Model != "stories" || retry.HasText || retry.Timings.VerdictDelay != time.Millisecond {
 		t.Errorf("retry incident = %+v", retry)
