@@ -1,19 +1,252 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
+	"github.com/aegis-sentinel/aegis/internal/gateway"
+	"github.com/aegis-sentinel/aegis/internal/logging"
+	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
+
+// serveConfig is the --config file: strict YAML, unknown keys are errors.
+type serveConfig struct {
+	Listen    string           `yaml:"listen"`
+	Upstreams []upstreamConfig `yaml:"upstreams"`
+	// Default names the upstream for models no upstream lists.
+	Default string `yaml:"default"`
+	// Policy is a policy file path, or an inline policy document.
+	Policy yaml.Node `yaml:"policy"`
+	Auth   struct {
+		TokenFile string `yaml:"token_file"`
+	} `yaml:"auth"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Incidents configures the incident log (see observe.go).
+	Incidents incidentsConfig `yaml:"incidents"`
+	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
+	LogFormat string `yaml:"log_format"`
+}
+
+type upstreamConfig struct {
+	Name   string   `yaml:"name"`
+	URL    string   `yaml:"url"`
+	Kind   string   `yaml:"kind"`
+	Models []string `yaml:"models"`
+}
+
+func loadServeConfig(path string) (*serveConfig, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	var c serveConfig
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &c, nil
+}
 
 func init() {
 	register(func(stdio *IO) *cobra.Command {
-		return &cobra.Command{
+		var (
+			listen, upURL, kind, configPath, policyPath, tokenFile string
+			maxBody                                                int64
+			incidentsPath, logFormat                               string
+		)
+		c := &cobra.Command{
 			Use:   "serve",
 			Short: "Run the OpenAI-compatible checking gateway in front of an upstream model server",
-			RunE: func(c *cobra.Command, args []string) error {
-				return errors.New("serve is not built yet (issue 4)")
+			Long: `serve runs the gateway: point an OpenAI client at it instead of at llama-server, Ollama or
+any OpenAI-compatible server, and every response is checked, repaired or stopped.
+
+  aegis serve --upstream http://127.0.0.1:8080
+
+listens on 127.0.0.1:8088, detects the upstream's kind (llama-server, ollama, openai) and
+applies the default policy. Endpoints: POST /v1/chat/completions, POST /v1/completions,
+GET /v1/models, GET /health, and Ollama's POST /api/chat and /api/generate in front of Ollama.
+A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.`,
+			Args: noArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				cfg := &serveConfig{}
+				if configPath != "" {
+					var err error
+					if cfg, err = loadServeConfig(configPath); err != nil {
+						return usageErr(err)
+					}
+				}
+				if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+					cfg.Listen = listen
+				}
+				if upURL != "" {
+					cfg.Upstreams = append([]upstreamConfig{{Name: "default", URL: upURL, Kind: kind}}, cfg.Upstreams...)
+				}
+				if len(cfg.Upstreams) == 0 {
+					return usagef("serve needs an upstream: --upstream URL or upstreams in --config")
+				}
+				if tokenFile == "" {
+					tokenFile = cfg.Auth.TokenFile
+				}
+				if maxBody == 0 {
+					maxBody = cfg.MaxBodyBytes
+				}
+				if incidentsPath != "" {
+					cfg.Incidents.Path = incidentsPath
+				}
+				if logFormat != "" {
+					cfg.LogFormat = logFormat
+				}
+				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
 			},
 		}
+		f := c.Flags()
+		f.StringVar(&listen, "listen", "127.0.0.1:8088", "address to listen on (loopback unless you mean otherwise)")
+		f.StringVar(&upURL, "upstream", "", "base URL of the model server, such as http://127.0.0.1:8080")
+		f.StringVar(&kind, "kind", "", "upstream kind: llama-server, ollama or openai (default: detect)")
+		f.StringVar(&configPath, "config", "", "YAML config: listen, upstreams [{name, url, kind, models}], default, policy, auth")
+		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
+		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
+		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
+		f.StringVar(&incidentsPath, "incidents", "", "incident log (SQLite) file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents)")
+		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
+		return c
 	})
+}
+
+func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, tokenFile string, maxBody int64) error {
+	format, err := logging.ParseFormat(cfg.LogFormat)
+	if err != nil {
+		return usageErr(err)
+	}
+	slogger := logging.New(stdio.Err, logging.Options{Format: format})
+	logger := slog.NewLogLogger(slogger.Handler(), slog.LevelWarn)
+	obs, err := startObservability(slogger, cfg.Incidents)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus}
+
+	pol, err := servePolicy(cfg, policyPath)
+	if err != nil {
+		return usageErr(err)
+	}
+	g.Policy = pol
+
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return usagef("auth token: %v", err)
+		}
+		g.AuthToken = strings.TrimSpace(string(b))
+	} else if t := os.Getenv("AEGIS_AUTH_TOKEN"); t != "" {
+		g.AuthToken = t
+	}
+
+	var def *upstream.Upstream
+	var names []string
+	for i, uc := range cfg.Upstreams {
+		if uc.Name == "" {
+			uc.Name = fmt.Sprintf("upstream%d", i+1)
+		}
+		k, err := upstream.ParseKind(uc.Kind)
+		if err != nil {
+			return usagef("upstream %s: %v", uc.Name, err)
+		}
+		u, err := upstream.New(uc.Name, uc.URL, k)
+		if err != nil {
+			return usageErr(err)
+		}
+		u.Models = uc.Models
+		if k == upstream.KindUnknown {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			u.Kind, err = upstream.Detect(dctx, u)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("upstream %s (%s): %w; pass --kind to start anyway", u.Name, uc.URL, err)
+			}
+		}
+		if uc.Name == cfg.Default || def == nil && len(uc.Models) == 0 {
+			def = u
+		}
+		g.Upstreams = append(g.Upstreams, u)
+		names = append(names, fmt.Sprintf("%s %s (%s)", u.Name, u.URL, u.Kind))
+	}
+	if def != nil {
+		ups := g.Upstreams
+		g.Route = func(model string) (*upstream.Upstream, error) {
+			for _, u := range ups {
+				if len(u.Models) > 0 && u.Serves(model) {
+					return u, nil
+				}
+			}
+			return def, nil
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: obs.Handler(g), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	auth := "no auth"
+	if g.AuthToken != "" {
+		auth = "bearer token required"
+	}
+	slogger.Info(fmt.Sprintf("listening on http://%s, guarding %s with policy %s (%s)", ln.Addr(), strings.Join(names, ", "), pol.Source, auth),
+		"url", "http://"+ln.Addr().String(), "dashboard", "http://"+ln.Addr().String()+"/ui/",
+		"metrics", "http://"+ln.Addr().String()+"/metrics", "incidents", obs.Incidents.Path())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	slogger.Info("shutting down; finishing streams in flight (up to 10s)")
+	obs.CloseStreams() // dashboard streams would hold Shutdown for its whole timeout
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close() // cancels the remaining streams and their upstream requests
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// servePolicy loads --policy, else the config's policy (a file path or an
+// inline document), else the default.
+func servePolicy(cfg *serveConfig, path string) (*policy.Policy, error) {
+	if path != "" {
+		return policy.Load(path)
+	}
+	switch cfg.Policy.Kind {
+	case 0:
+		return policy.Default(), nil
+	case yaml.ScalarNode:
+		return policy.Load(cfg.Policy.Value)
+	}
+	doc, err := yaml.Marshal(&cfg.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("inline policy: %w", err)
+	}
+	return policy.Parse(doc, "config policy", validator.Default)
 }

@@ -221,7 +221,7 @@ function incidentNode(inc) {
     }
     box.appendChild(pre);
   } else {
-    box.appendChild(el("p", "notext", "Output text not recorded (the config does not allow logging outputs); findings show byte offsets."));
+    box.appendChild(el("p", "notext", "No output text in this record (kept only when the policy sets log_text: true); the findings give byte offsets."));
   }
   return box;
 }

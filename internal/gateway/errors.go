@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// apiError is the OpenAI error object.
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Code    string  `json:"code"`
+	Param   *string `json:"param"`
+}
+
+// errorBody is the body of an error response: the OpenAI error object
+// and, for halts, Aegis's verdict.
+type errorBody struct {
+	Error apiError `json:"error"`
+	Aegis *meta    `json:"aegis,omitempty"`
+}
+
+// ErrorCode returns the documented error code of a halt for reason:
+// "aegis_" followed by the reason code, such as aegis_repetition_loop.
+func ErrorCode(reason validator.Reason) string {
+	if reason == validator.ReasonNone {
+		return "aegis_error"
+	}
+	return "aegis_" + string(reason)
+}
+
+// HaltStatus returns the HTTP status of a non-streaming halt for reason:
+//
+//	422 Unprocessable Entity  the output failed a check (invalid_json,
+//	                          schema_violation, repetition_loop, leaks, ...)
+//	403 Forbidden             the input was refused (prompt_injection, a block)
+//	502 Bad Gateway           upstream_error
+//	503 Service Unavailable   guard_unavailable
+//	504 Gateway Timeout       stall
+func HaltStatus(reason validator.Reason, action validator.Action) int {
+	if action == validator.ActionBlock {
+		return http.StatusForbidden
+	}
+	switch reason {
+	case validator.ReasonPromptInjection:
+		return http.StatusForbidden
+	case validator.ReasonUpstreamError:
+		return http.StatusBadGateway
+	case validator.ReasonGuardUnavailable:
+		return http.StatusServiceUnavailable
+	case validator.ReasonStall:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusUnprocessableEntity
+}
+
+// errorType is the OpenAI "type" of a halt.
+func errorType(reason validator.Reason, action validator.Action) string {
+	switch {
+	case action == validator.ActionBlock || reason == validator.ReasonPromptInjection:
+		return "aegis_blocked"
+	case reason == validator.ReasonUpstreamError || reason == validator.ReasonStall || reason == validator.ReasonGuardUnavailable:
+		return "aegis_unavailable"
+	}
+	return "aegis_halted"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding failed","type":"server_error","code":"aegis_error","param":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, e apiError, m *meta) {
+	if m != nil {
+		setVerdictHeaders(w.Header(), m)
+	}
+	writeJSON(w, status, errorBody{Error: e, Aegis: m})
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, apiError{Message: msg, Type: "invalid_request_error", Code: "aegis_bad_request"}, nil)
+}

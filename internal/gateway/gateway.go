@@ -1,0 +1,244 @@
+// Package gateway is Aegis's HTTP server: an OpenAI-compatible (and, in
+// front of Ollama, Ollama-compatible) endpoint that forwards each request
+// to an upstream model server, feeds the streamed answer through the
+// attempt pipeline, releases text to the client only up to the release
+// point, repairs failed attempts with hidden corrective retries, and halts
+// with a stable error code when it cannot.
+//
+// Like httputil.ReverseProxy, a Gateway is a struct whose fields are
+// hooks and settings with working nil defaults: only Upstreams is needed.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
+	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Defaults for the limits a zero Gateway uses.
+const (
+	DefaultMaxBodyBytes = 4 << 20
+	DefaultMaxJSONDepth = 64
+	DefaultMaxAttempts  = 4
+	DefaultIdleTimeout  = 2 * time.Minute
+)
+
+// Checker is what the gateway needs from the checks of one attempt.
+// *pipeline.Attempt implements it.
+type Checker interface {
+	Write(p []byte)
+	ToolCall(c validator.ToolCall)
+	Tick(now time.Time)
+	NextDeadline() time.Time
+	ReleasePoint() int
+	Failed() bool
+	Close()
+	Verdict(attempt int) validator.Verdict
+	Mode() policy.Mode
+}
+
+// Gateway serves the guarded API. Set its fields before the first
+// request; they must not change afterwards.
+type Gateway struct {
+	// Upstreams are the model servers, in routing order. Required.
+	Upstreams []*upstream.Upstream
+
+	// Route picks the upstream for a model name. Nil means the first
+	// upstream whose Models include the name (or that lists no models);
+	// a nil upstream and nil error means "unknown model" (404).
+	Route func(model string) (*upstream.Upstream, error)
+
+	// Policy selects the checks and the actions. Nil means policy.Default().
+	Policy *policy.Policy
+
+	// NewChecker builds the checks of one attempt. Nil means
+	// pipeline.New over Policy with Registry, Now and the Extra validators.
+	NewChecker func(req *validator.Request, extra []validator.Validator) (Checker, error)
+
+	// Registry resolves the checks compiled from the prompt. Nil means the
+	// policy's registry.
+	Registry *validator.Registry
+
+	// InputCheck judges the request before any upstream call (the guard's
+	// prompt-injection classifier). A failing verdict with action block
+	// answers 403 without calling the upstream. Nil means no input check.
+	InputCheck func(ctx context.Context, req *validator.Request) *validator.Verdict
+
+	// Extra returns validators added to every attempt's checks (the
+	// guard's output judge). Nil means none.
+	Extra func(req *validator.Request) []validator.Validator
+
+	// Events receives the request lifecycle. Nil means none.
+	Events *events.Bus
+
+	// AuthToken, when set, is the bearer token every request must carry
+	// (GET /health excepted).
+	AuthToken string
+
+	// MaxBodyBytes limits request bodies; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// MaxJSONDepth limits the nesting of request JSON; zero means
+	// DefaultMaxJSONDepth.
+	MaxJSONDepth int
+	// MaxAttempts caps the attempts per request whatever the policy's
+	// retry budgets say; zero means DefaultMaxAttempts.
+	MaxAttempts int
+	// IdleTimeout is the stall deadline used when the checks set none
+	// (no stall check enabled): the longest wait for the next chunk.
+	// Zero means DefaultIdleTimeout; negative disables it.
+	IdleTimeout time.Duration
+
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+
+	// ErrorLog receives operational errors (never prompts or outputs
+	// unless the policy's log_text is set). Nil means the log package's
+	// standard logger.
+	ErrorLog *log.Logger
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+func (g *Gateway) policy() *policy.Policy {
+	if g.Policy != nil {
+		return g.Policy
+	}
+	return defaultPolicy()
+}
+
+var defaultPolicy = sync1(policy.Default)
+
+func (g *Gateway) logf(format string, args ...any) {
+	if g.ErrorLog != nil {
+		g.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+func (g *Gateway) maxBody() int64 {
+	if g.MaxBodyBytes > 0 {
+		return g.MaxBodyBytes
+	}
+	return DefaultMaxBodyBytes
+}
+
+func (g *Gateway) maxDepth() int {
+	if g.MaxJSONDepth > 0 {
+		return g.MaxJSONDepth
+	}
+	return DefaultMaxJSONDepth
+}
+
+func (g *Gateway) maxAttempts() int {
+	if g.MaxAttempts > 0 {
+		return g.MaxAttempts
+	}
+	return DefaultMaxAttempts
+}
+
+func (g *Gateway) idleTimeout() time.Duration {
+	switch {
+	case g.IdleTimeout < 0:
+		return 0
+	case g.IdleTimeout == 0:
+		return DefaultIdleTimeout
+	}
+	return g.IdleTimeout
+}
+
+func (g *Gateway) newChecker(req *validator.Request) (Checker, error) {
+	var extra []validator.Validator
+	if g.Extra != nil {
+		extra = g.Extra(req)
+	}
+	if g.NewChecker != nil {
+		return g.NewChecker(req, extra)
+	}
+	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.Now, Registry: g.Registry, Extra: extra})
+}
+
+func (g *Gateway) route(model string) (*upstream.Upstream, error) {
+	if g.Route != nil {
+		return g.Route(model)
+	}
+	for _, u := range g.Upstreams {
+		if u.Serves(model) {
+			return u, nil
+		}
+	}
+	return nil, nil
+}
+
+// fallback returns another upstream that serves model, for the stall
+// retry, or u itself.
+func (g *Gateway) fallback(u *upstream.Upstream, model string) *upstream.Upstream {
+	for _, o := range g.Upstreams {
+		if o != u && o.Kind == u.Kind && o.Serves(model) {
+			return o
+		}
+	}
+	return u
+}
+
+// ServeHTTP routes the API.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/health" || r.URL.Path == "/v1/health" {
+		g.serveHealth(w, r)
+		return
+	}
+	if g.AuthToken != "" && !g.authorized(r) {
+		writeError(w, http.StatusUnauthorized, apiError{Message: "missing or wrong bearer token", Type: "authentication_error", Code: "invalid_api_key"}, nil)
+		return
+	}
+	switch r.URL.Path {
+	case "/v1/chat/completions", "/chat/completions":
+		g.serveGenerate(w, r, routeChat)
+	case "/v1/completions", "/completions":
+		g.serveGenerate(w, r, routeCompletions)
+	case "/api/chat":
+		g.serveGenerate(w, r, routeOllamaChat)
+	case "/api/generate":
+		g.serveGenerate(w, r, routeOllamaGenerate)
+	case "/v1/models", "/models":
+		g.serveModels(w, r)
+	default:
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			g.serveOllamaPassthrough(w, r)
+			return
+		}
+		writeError(w, http.StatusNotFound, apiError{Message: "no such endpoint: " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"}, nil)
+	}
+}
+
+func (g *Gateway) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(g.AuthToken)) == 1
+}
+
+// newRequestID returns a random request id.
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "aegis-" + hex.EncodeToString(b[:])
+}

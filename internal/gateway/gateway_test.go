@@ -1,0 +1,363 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
+)
+
+func TestJSONDepth(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{{`{}`, 1}, {`{"a":[[1]]}`, 3}, {`{"a":"[[[["}`, 1}, {`{"a":"\"[["}`, 1}, {`[]`, 1}, {`1`, 0}} {
+		if got := jsonDepth([]byte(tc.in)); got != tc.want {
+			t.Errorf("jsonDepth(%s) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestWithMeta(t *testing.T) {
+	m := &meta{Verdict: validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease, Findings: []validator.Finding{}}, RequestID: "r", Attempts: 1}
+	for _, in := range []string{`{}`, `{"a":1}`} {
+		var out map[string]json.RawMessage
+		if err := json.Unmarshal(withMeta([]byte(in), m), &out); err != nil || out["aegis"] == nil {
+			t.Fatalf("%s: %v %v", in, out, err)
+		}
+	}
+}
+
+// fakeUpstream answers chat requests with the given handler.
+func fakeUpstream(t *testing.T, h http.HandlerFunc) *upstream.Upstream {
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return mustUpstream(t, "fake", s.URL, upstream.KindLlamaServer)
+}
+
+func TestStreamPassThrough(t *testing.T) {
+	body := sseBody(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}`,
+		chatChunk("Hello"), chatChunk(", world"), finishChunk)
+	var got atomic.Value
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Store(string(b))
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write(body)
+	})
+	bus := &events.Bus{}
+	sub := bus.Subscribe(64)
+	defer sub.Close()
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus})
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"stream":true,"cache_prompt":true,"n_probs":0}`), false)
+	if s.status != 200 || s.content != "Hello, world" {
+		t.Fatalf("status %d content %q", s.status, s.content)
+	}
+	if s.events[len(s.events)-1] != "[DONE]" {
+		t.Fatal("no [DONE]")
+	}
+	if string(s.last["timings"]) != `{"predicted_n":3}` || s.last["aegis"] == nil {
+		t.Fatalf("final chunk lost timings or verdict: %v", s.last)
+	}
+	if s.trailer.Get(HeaderVerdict) != "pass" {
+		t.Errorf("trailer verdict = %q", s.trailer.Get(HeaderVerdict))
+	}
+	// Unknown fields reach the upstream untouched.
+	sent := got.Load().(string)
+	if !strings.Contains(sent, `"cache_prompt":true`) || !strings.Contains(sent, `"n_probs":0`) {
+		t.Errorf("upstream got %s", sent)
+	}
+	kinds := map[events.Kind]bool{}
+	for len(sub.C) > 0 {
+		kinds[(<-sub.C).Kind] = true
+	}
+	for _, k := range []events.Kind{events.RequestStarted, events.AttemptStarted, events.RequestFinished} {
+		if !kinds[k] {
+			t.Errorf("no %s event", k)
+		}
+	}
+}
+
+func TestNonStreamAssembled(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(chatChunk("Hel"), chatChunk("lo"), finishChunk))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`)
+	b := readAllBody(t, resp)
+	var out struct {
+		Object  string
+		Choices []struct {
+			Message      struct{ Content string }
+			FinishReason string `json:"finish_reason"`
+		}
+		Timings json.RawMessage
+		Aegis   meta
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err, string(b))
+	}
+	if out.Object != "chat.completion" || out.Choices[0].Message.Content != "Hello" || out.Choices[0].FinishReason != "stop" || out.Timings == nil {
+		t.Fatalf("body %s", b)
+	}
+	if resp.Header.Get(HeaderVerdict) != "pass" || out.Aegis.Verdict.Verdict != validator.Pass || out.Aegis.Attempts != 1 {
+		t.Fatalf("verdict header %q body %+v", resp.Header.Get(HeaderVerdict), out.Aegis)
+	}
+}
+
+// TestJSONRepairFake: the first attempt answers prose where JSON was
+// required; the retry must carry the JSON constraint, and the client sees
+// only the valid document.
+func TestJSONRepairFake(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req map[string]json.RawMessage
+		json.NewDecoder(r.Body).Decode(&req)
+		if req["response_format"] == nil {
+			w.Write(sseBody(chatChunk("Sure! "), chatChunk(`{"a":1}`), finishChunk))
+			return
+		}
+		w.Write(sseBody(chatChunk(`{"a"`), chatChunk(`:1}`), finishChunk))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t)})
+	for _, stream := range []bool{true, false} {
+		calls.Store(0)
+		body := `{"messages":[{"role":"user","content":"JSON only"}],"stream":` + map[bool]string{true: "true", false: "false"}[stream] + `}`
+		resp := post(t, srv.URL+"/v1/chat/completions", body)
+		var content string
+		var m meta
+		if stream {
+			s := readStream(t, resp, false)
+			content = s.content
+			json.Unmarshal(s.last["aegis"], &m)
+		} else {
+			var out struct {
+				Choices []struct{ Message struct{ Content string } }
+				Aegis   meta
+			}
+			json.Unmarshal(readAllBody(t, resp), &out)
+			content, m = out.Choices[0].Message.Content, out.Aegis
+		}
+		if content != `{"a":1}` || calls.Load() != 2 || !m.Repaired || m.Attempts != 2 {
+			t.Fatalf("stream=%v: content %q calls %d meta %+v", stream, content, calls.Load(), m)
+		}
+	}
+}
+
+// requireJSON adds the json_syntax check as if the request had asked for
+// a JSON object (what the prompt-constraint compiler does for "JSON only").
+func requireJSON(t testing.TB) func(*validator.Request) []validator.Validator {
+	spec, ok := validator.Default.Lookup(jsonsyntax.Name)
+	if !ok {
+		t.Fatal("json_syntax not registered")
+	}
+	return func(*validator.Request) []validator.Validator {
+		v, err := spec.New(spec.Config(), &validator.Request{ResponseFormat: &validator.ResponseFormat{Type: "json_object"}})
+		if err != nil {
+			t.Error(err)
+		}
+		return []validator.Validator{v}
+	}
+}
+
+func TestHaltAfterRetries(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Write(sseBody(chatChunk("never json"), finishChunk))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t)})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+	var out errorBody
+	json.Unmarshal(readAllBody(t, resp), &out)
+	if resp.StatusCode != 422 || out.Error.Code != "aegis_invalid_json" || out.Aegis == nil || out.Aegis.Action != validator.ActionHalt {
+		t.Fatalf("status %d body %+v", resp.StatusCode, out)
+	}
+	if calls.Load() != 3 { // default max_retries 2: three attempts
+		t.Fatalf("attempts %d", calls.Load())
+	}
+	// Streaming: an in-band error event, then [DONE].
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
+	if s.status != 200 || s.errEv == nil || s.events[len(s.events)-1] != "[DONE]" || s.content != "" {
+		t.Fatalf("stream halt: %+v", s)
+	}
+}
+
+// TestStall: an upstream that stops sending is cut at the stall deadline,
+// retried once, then halted with aegis_stall, well within the deadlines.
+func TestStall(t *testing.T) {
+	var calls, cancelled atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		calls.Add(1)
+		w.Write([]byte("data: " + chatChunk("Once") + "\n\n"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		cancelled.Add(1)
+	})
+	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}}\n")
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: pol})
+	t0 := time.Now()
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
+	el := time.Since(t0)
+	var e errorBody
+	json.Unmarshal(mustJSON(s.errEv), &e)
+	if s.errEv == nil || e.Error.Code != "aegis_stall" || calls.Load() != 2 {
+		t.Fatalf("stall: calls %d events %q", calls.Load(), s.events)
+	}
+	if el > 2*time.Second {
+		t.Fatalf("stall took %s for two 300ms gaps", el)
+	}
+	if s.content != "OnceOnce" { // the retry continues the released "Once"; the fake repeats it
+		t.Fatalf("released %q", s.content)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if cancelled.Load() != 2 {
+		t.Fatalf("upstream requests cancelled: %d of 2", cancelled.Load())
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	garbage := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("data: {not json\n\ndata: [DONE]\n\n"))
+	})
+	down := mustUpstream(t, "down", "http://127.0.0.1:1", upstream.KindLlamaServer)
+	named := mustUpstream(t, "named", "http://127.0.0.1:1", upstream.KindLlamaServer)
+	named.Models = []string{"only-this"}
+	for _, tc := range []struct {
+		name   string
+		up     *upstream.Upstream
+		path   string
+		body   string
+		status int
+		code   string
+	}{
+		{"malformed json", garbage, "/v1/chat/completions", `{"messages":`, 400, "aegis_bad_request"},
+		{"not an object", garbage, "/v1/chat/completions", `[1]`, 400, "aegis_bad_request"},
+		{"no messages", garbage, "/v1/chat/completions", `{"messages":[]}`, 400, "aegis_bad_request"},
+		{"oversized", garbage, "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 5<<20) + `"}]}`, 413, "aegis_bad_request"},
+		{"too deep", garbage, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, 400, "aegis_bad_request"},
+		{"unknown model", named, "/v1/chat/completions", `{"model":"other","messages":[{"role":"user","content":"x"}]}`, 404, "model_not_found"},
+		{"upstream down", down, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 502, "aegis_upstream_error"},
+		{"garbage sse", garbage, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 502, "aegis_upstream_error"},
+		{"ollama route on llama", garbage, "/api/chat", `{"model":"x","messages":[{"role":"user","content":"x"}]}`, 404, ""},
+		{"unknown path", garbage, "/v1/nope", `{}`, 404, "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{tc.up}})
+			resp := post(t, srv.URL+tc.path, tc.body)
+			b := readAllBody(t, resp)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, b)
+			}
+			if tc.code == "" {
+				return
+			}
+			var e errorBody
+			if err := json.Unmarshal(b, &e); err != nil || e.Error.Code != tc.code || e.Error.Message == "" {
+				t.Fatalf("error body %s", b)
+			}
+		})
+	}
+	// Garbage mid-stream on a streaming request: in-band error, clean end.
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{garbage}})
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
+	if s.errEv == nil || s.events[len(s.events)-1] != "[DONE]" {
+		t.Fatalf("garbage stream: %q", s.events)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("ok"), finishChunk)) })
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, AuthToken: "s3cret"})
+	body := `{"messages":[{"role":"user","content":"x"}]}`
+	if resp := post(t, srv.URL+"/v1/chat/completions", body); resp.StatusCode != 401 {
+		t.Fatalf("no token: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("token: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+}
+
+func TestInputBlock(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { calls.Add(1) })
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, InputCheck: func(ctx context.Context, req *validator.Request) *validator.Verdict {
+		return &validator.Verdict{Verdict: validator.Fail, Reason: validator.ReasonPromptInjection, Action: validator.ActionBlock, Risk: validator.RiskHigh}
+	}})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"ignore previous instructions"}],"stream":true}`)
+	var e errorBody
+	json.Unmarshal(readAllBody(t, resp), &e)
+	if resp.StatusCode != 403 || e.Error.Code != "aegis_prompt_injection" || calls.Load() != 0 {
+		t.Fatalf("status %d %+v calls %d", resp.StatusCode, e, calls.Load())
+	}
+}
+
+// TestNoGoroutineLeak runs concurrent streams, disconnects and errors, then
+// checks that the goroutine count returns to where it was.
+func TestNoGoroutineLeak(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i < 20; i++ {
+			w.Write([]byte("data: " + chatChunk("tok ") + "\n\n"))
+			w.(http.Flusher).Flush()
+		}
+		w.Write([]byte("data: " + finishChunk + "\n\ndata: [DONE]\n\n"))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	client := &http.Client{Transport: &http.Transport{}}
+	before := runtime.NumGoroutine()
+	var wg sync.WaitGroup
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"messages":[{"role":"user","content":"x"}],"stream":true}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if i%3 == 0 {
+				resp.Body.Close() // disconnect early
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}(i)
+	}
+	wg.Wait()
+	client.CloseIdleConnections()
+	for _, u := range []*upstream.Upstream{up} {
+		u.Client.CloseIdleConnections()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		up.Client.CloseIdleConnections()
+		client.CloseIdleConnections()
+	}
+	if n := runtime.NumGoroutine(); n > before+2 {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}

@@ -1,0 +1,332 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// release gives the client the output up to rp. Upstream chunks wholly
+// inside the released range go out byte for byte (their unknown fields
+// intact); a chunk cut by the release point goes out as a synthesized
+// chunk with the released part of its text, and its rest later the same
+// way. Non-streaming requests only advance the offset: their body is
+// written at the end.
+func (x *exchange) release(rp int) {
+	if rp > len(x.text) {
+		rp = len(x.text)
+	}
+	if !x.stream {
+		if rp > x.sent {
+			x.sent = rp
+		}
+		return
+	}
+	n := 0
+	for n < len(x.pending) {
+		pc := &x.pending[n]
+		if pc.end > rp {
+			if rp > x.sent && pc.start < rp {
+				x.emit(x.route.synth(&x.tpl, string(x.text[x.sent:rp])))
+				x.sent = rp
+			}
+			break
+		}
+		switch {
+		case pc.start >= x.sent:
+			x.emit(pc.raw)
+		case pc.end > x.sent:
+			x.emit(x.route.synth(&x.tpl, string(x.text[x.sent:pc.end])))
+		}
+		if pc.end > x.sent {
+			x.sent = pc.end
+		}
+		n++
+	}
+	if n > 0 {
+		x.pending = append(x.pending[:0], x.pending[n:]...)
+		x.flush()
+	}
+}
+
+// emit frames one payload for the client's stream.
+func (x *exchange) emit(p []byte) {
+	if !x.wroteHeader {
+		x.writeStreamHeader()
+	}
+	if x.firstOut.IsZero() && x.sent < len(x.text) {
+		x.firstOut = x.g.now()
+	}
+	if x.route.ndjson() {
+		x.out = sse.AppendLine(x.out, p)
+	} else {
+		x.out = sse.AppendData(x.out, p)
+	}
+}
+
+func (x *exchange) writeStreamHeader() {
+	h := x.w.Header()
+	if x.route.ndjson() {
+		h.Set("Content-Type", "application/x-ndjson")
+	} else {
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+	}
+	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts}, ", "))
+	x.w.WriteHeader(http.StatusOK)
+	x.wroteHeader = true
+}
+
+func (x *exchange) flush() {
+	if len(x.out) == 0 {
+		return
+	}
+	x.w.Write(x.out)
+	x.out = x.out[:0]
+	if f, ok := x.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (x *exchange) meta(v validator.Verdict) *meta {
+	v.ID = x.id
+	if v.Findings == nil {
+		v.Findings = []validator.Finding{}
+	}
+	return &meta{Verdict: v, RequestID: x.id, Attempts: x.attempts, Repaired: x.repaired && v.Verdict == validator.Pass}
+}
+
+// pass ends a request whose attempt passed.
+func (x *exchange) pass(v validator.Verdict) {
+	m := x.meta(v)
+	if x.stream {
+		x.release(len(x.text))
+		for _, p := range x.heldTool {
+			x.emit(p)
+		}
+		if len(x.tail) == 0 {
+			x.tail = append(x.tail, x.finalChunk())
+		}
+		for i, p := range x.tail {
+			if i == len(x.tail)-1 {
+				p = withMeta(p, m)
+			}
+			x.emit(p)
+		}
+		if !x.route.ndjson() {
+			x.out = sse.AppendDone(x.out)
+		}
+		setVerdictHeaders(x.w.Header(), m) // sent as trailers
+		x.flush()
+	} else {
+		x.sent = len(x.text)
+		setVerdictHeaders(x.w.Header(), m)
+		writeJSON(x.w, http.StatusOK, json.RawMessage(withMeta(x.body200(), m)))
+	}
+	outcome := "released"
+	if x.repaired {
+		outcome = "repaired"
+	}
+	x.finished(outcome, http.StatusOK)
+}
+
+// finalChunk synthesizes the closing chunk when the upstream sent none of
+// its own after the text.
+func (x *exchange) finalChunk() []byte {
+	fr := x.finish
+	if fr == "" {
+		fr = "stop"
+	}
+	var v any
+	switch x.route {
+	case routeChat:
+		v = map[string]any{"id": x.tpl.id, "object": "chat.completion.chunk", "created": x.tpl.created, "model": x.tpl.model,
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": fr}}}
+	case routeCompletions:
+		v = map[string]any{"id": x.tpl.id, "object": "text_completion", "created": x.tpl.created, "model": x.tpl.model,
+			"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": fr}}}
+	case routeOllamaChat:
+		v = map[string]any{"model": x.tpl.model, "created_at": x.tpl.createdAt, "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": fr}
+	default:
+		v = map[string]any{"model": x.tpl.model, "created_at": x.tpl.createdAt, "response": "", "done": true, "done_reason": fr}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// body200 assembles a non-streaming response from the streamed attempt:
+// the top-level members of the closing chunks (usage, timings, Ollama's
+// durations) are kept, the text and tool calls are put whole into the
+// response's message.
+func (x *exchange) body200() []byte {
+	top := rawBody{}
+	for _, p := range x.tail {
+		var m rawBody
+		if json.Unmarshal(p, &m) == nil {
+			for k, v := range m {
+				top[k] = v
+			}
+		}
+	}
+	fr := x.finish
+	if fr == "" {
+		fr = "stop"
+	}
+	text := string(x.text)
+	switch x.route {
+	case routeChat, routeCompletions:
+		delete(top, "choices")
+		top.set("id", x.tpl.id)
+		top.set("created", x.tpl.created)
+		top.set("model", x.tpl.model)
+		if x.route == routeChat {
+			msg := map[string]any{"role": "assistant", "content": text}
+			if len(x.tools.calls) > 0 {
+				msg["tool_calls"] = x.tools.calls
+				if text == "" {
+					msg["content"] = nil
+				}
+			}
+			top.set("object", "chat.completion")
+			top.set("choices", []any{map[string]any{"index": 0, "message": msg, "finish_reason": fr}})
+		} else {
+			top.set("object", "text_completion")
+			top.set("choices", []any{map[string]any{"index": 0, "text": text, "finish_reason": fr}})
+		}
+	case routeOllamaChat:
+		msg := map[string]any{"role": "assistant", "content": text}
+		if len(x.olTools) > 0 {
+			msg["tool_calls"] = x.olTools
+		}
+		top.set("model", x.tpl.model)
+		top.set("message", msg)
+		top.set("done", true)
+	default:
+		top.set("model", x.tpl.model)
+		top.set("response", text)
+		top.set("done", true)
+	}
+	return top.encode()
+}
+
+// halt stops the request with the verdict's error code: an HTTP error
+// when nothing has been sent yet on a non-streaming request, else an
+// in-band error event and a clean end of the stream.
+func (x *exchange) halt(v validator.Verdict) {
+	if v.Action != validator.ActionBlock {
+		v.Action = validator.ActionHalt
+	}
+	m := x.meta(v)
+	msg := haltMessage(v)
+	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
+	status := HaltStatus(v.Reason, v.Action)
+	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
+		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict})
+	switch {
+	case !x.stream || !x.wroteHeader && x.attempts == 0:
+		if x.route.ndjson() {
+			setVerdictHeaders(x.w.Header(), m)
+			writeJSON(x.w, status, map[string]any{"error": e.Code + ": " + msg, "aegis": m})
+		} else {
+			writeError(x.w, status, e, m)
+		}
+	default:
+		if !x.wroteHeader {
+			x.writeStreamHeader()
+		}
+		if x.route.ndjson() {
+			b, _ := json.Marshal(map[string]any{"error": e.Code + ": " + msg, "aegis": m})
+			x.out = sse.AppendLine(x.out, b)
+		} else {
+			b, _ := json.Marshal(errorBody{Error: e, Aegis: m})
+			x.out = sse.AppendData(x.out, b)
+			x.out = sse.AppendDone(x.out)
+		}
+		setVerdictHeaders(x.w.Header(), m)
+		x.flush()
+		status = http.StatusOK
+	}
+	outcome := "halted"
+	if v.Action == validator.ActionBlock {
+		outcome = "blocked"
+	}
+	x.finished(outcome, status)
+}
+
+func haltMessage(v validator.Verdict) string {
+	for _, f := range v.Findings {
+		if f.Reason == v.Reason && f.Message != "" {
+			return "aegis stopped the response (" + string(v.Reason) + "): " + f.Message
+		}
+	}
+	return "aegis stopped the response (" + string(v.Reason) + ")"
+}
+
+// refused answers when the upstream could not be reached or refused the
+// first attempt: an unreachable upstream is a 502 upstream_error; an
+// upstream 4xx is passed on with its status and message (the request was
+// bad for it), a 5xx becomes 502.
+func (x *exchange) refused(res result) {
+	status := http.StatusBadGateway
+	msg := res.errMessage()
+	code := ErrorCode(validator.ReasonUpstreamError)
+	if res.status >= 400 && res.status < 500 {
+		status = res.status
+		var ue struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(res.body, &ue) == nil && len(ue.Error) > 0 {
+			var s string
+			var o struct {
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(ue.Error, &s) == nil {
+				msg = s
+			} else if json.Unmarshal(ue.Error, &o) == nil && o.Message != "" {
+				msg = o.Message
+			}
+		}
+		code = "upstream_rejected"
+	}
+	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: msg})
+	v.Action = validator.ActionHalt
+	m := x.meta(v)
+	if x.route.ndjson() {
+		setVerdictHeaders(x.w.Header(), m)
+		writeJSON(x.w, status, map[string]any{"error": msg, "aegis": m})
+	} else {
+		writeError(x.w, status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m)
+	}
+	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
+		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict})
+	x.finished("error", status)
+}
+
+func (x *exchange) upName() string {
+	if x.up == nil {
+		return ""
+	}
+	return x.up.Name
+}
+
+// finished publishes the request's end with its timings.
+func (x *exchange) finished(outcome string, status int) {
+	e := events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
+		Model: x.model, Stream: x.stream, Attempt: x.attempts, Outcome: outcome, Status: status,
+		Duration: x.g.now().Sub(x.start), HeldBytes: x.heldMax}
+	if !x.firstOut.IsZero() {
+		e.TTFT = x.firstOut.Sub(x.start)
+		if !x.firstUp.IsZero() {
+			e.AddedTTFT = x.firstOut.Sub(x.firstUp)
+		}
+	}
+	if x.logText {
+		e.Text = string(x.text)
+	}
+	x.g.Events.Publish(e)
+}

@@ -1,0 +1,158 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// firstBody is the request as the client sent it, switched to streaming:
+// Aegis always reads the upstream as a stream (a non-streaming client gets
+// the assembled body), and asks for usage in the stream when the client
+// did not stream.
+func (x *exchange) firstBody() []byte {
+	b := x.body.clone()
+	b.set("stream", true)
+	if !x.stream && !x.route.ndjson() {
+		so := b.object("stream_options")
+		so.set("include_usage", true)
+		b.set("stream_options", so)
+	}
+	return b.encode()
+}
+
+// Corrections added to a retried request, per reason. They restate what
+// was violated; the sampling and format changes do the real work.
+const (
+	correctionJSON   = "Reply with one valid JSON document and nothing else: no prose, no code fences."
+	correctionLoop   = "Do not repeat what you have already written. Continue with new content, or finish."
+	correctionPrefix = "Your previous answer broke this requirement: "
+)
+
+// corrected builds the request of the next attempt after verdict v:
+//
+//   - invalid_json, schema_violation, malformed_tool_call: constrained
+//     decoding. The schema (from response_format, else a JSON object)
+//     goes to llama-server and OpenAI-compatible servers as
+//     response_format json_schema / json_object, to Ollama as "format".
+//   - repetition_loop: anti-repetition sampling. llama-server gets DRY
+//     (dry_multiplier 0.8, dry_base 1.75, dry_allowed_length 2) and
+//     repeat_penalty 1.15 over the last 256 tokens; Ollama gets
+//     repeat_penalty and repeat_last_n in options; other servers
+//     frequency_penalty and presence_penalty.
+//   - every reason: a system note restating the violated requirement.
+//
+// When text was already released, the request continues it: the released
+// prefix becomes an assistant prefill (chat) or is appended to the prompt
+// (completions), so the client's answer reads as one.
+func (x *exchange) corrected(v validator.Verdict) []byte {
+	b := rawBody(x.body).clone()
+	b.set("stream", true)
+	if !x.stream && !x.route.ndjson() {
+		so := b.object("stream_options")
+		so.set("include_usage", true)
+		b.set("stream_options", so)
+	}
+	kind := x.up.Kind
+	note := correctionPrefix + findingMessage(v)
+	switch v.Reason {
+	case validator.ReasonInvalidJSON, validator.ReasonSchemaViolation, validator.ReasonMalformedToolCall:
+		// A grammar cannot continue a released prefix (llama-server
+		// refuses the combination), so constrain only fresh attempts.
+		if v.Reason != validator.ReasonMalformedToolCall && x.sent == 0 {
+			x.constrainJSON(b, kind)
+		}
+		note = correctionJSON + " " + note
+	case validator.ReasonRepetitionLoop:
+		antiRepeat(b, kind, x.route)
+		note = correctionLoop
+	}
+	prefix := string(x.text[:x.sent])
+	switch x.route {
+	case routeChat, routeOllamaChat:
+		var msgs []json.RawMessage
+		json.Unmarshal(b["messages"], &msgs)
+		sys, _ := json.Marshal(map[string]string{"role": "system", "content": note})
+		msgs = append([]json.RawMessage{sys}, msgs...)
+		if prefix != "" {
+			pre, _ := json.Marshal(map[string]string{"role": "assistant", "content": prefix})
+			msgs = append(msgs, pre)
+		}
+		b.set("messages", msgs)
+	case routeCompletions:
+		var p string
+		json.Unmarshal(b["prompt"], &p)
+		b.set("prompt", p+prefix)
+	case routeOllamaGenerate:
+		var p, s string
+		json.Unmarshal(b["prompt"], &p)
+		json.Unmarshal(b["system"], &s)
+		b.set("prompt", p+prefix)
+		b.set("system", strings.TrimSpace(note+"\n"+s))
+	}
+	return b.encode()
+}
+
+// constrainJSON asks the upstream for grammar-constrained JSON.
+func (x *exchange) constrainJSON(b rawBody, kind upstream.Kind) {
+	var schema json.RawMessage
+	if rf := x.vreq.ResponseFormat; rf != nil && len(rf.Schema) > 0 {
+		schema = rf.Schema
+	}
+	if x.route.ndjson() {
+		if schema != nil {
+			b["format"] = schema
+		} else {
+			b.set("format", "json")
+		}
+		return
+	}
+	if x.route == routeCompletions {
+		if kind == upstream.KindLlamaServer {
+			if schema != nil {
+				b["json_schema"] = schema
+			} else {
+				b.set("json_schema", map[string]any{"type": "object"})
+			}
+		}
+		return
+	}
+	if schema != nil {
+		b.set("response_format", map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "response", "schema": schema}})
+	} else {
+		b.set("response_format", map[string]any{"type": "json_object"})
+	}
+}
+
+// antiRepeat sets the sampling parameters that break loops.
+func antiRepeat(b rawBody, kind upstream.Kind, route routeKind) {
+	switch {
+	case route.ndjson():
+		o := b.object("options")
+		o.set("repeat_penalty", 1.3)
+		o.set("repeat_last_n", 256)
+		b.set("options", o)
+	case kind == upstream.KindLlamaServer:
+		b.set("dry_multiplier", 0.8)
+		b.set("dry_base", 1.75)
+		b.set("dry_allowed_length", 2)
+		b.set("dry_penalty_last_n", -1)
+		b.set("repeat_penalty", 1.15)
+		b.set("repeat_last_n", 256)
+	default:
+		b.set("frequency_penalty", 0.6)
+		b.set("presence_penalty", 0.3)
+	}
+}
+
+func findingMessage(v validator.Verdict) string {
+	for _, f := range v.Findings {
+		if f.Reason == v.Reason && f.Message != "" {
+			return f.Message
+		}
+	}
+	return string(v.Reason)
+}

@@ -1,0 +1,70 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/aegis-sentinel/aegis/internal/sse"
+)
+
+// ErrTruncated is returned by Stream.Next when an SSE stream ended without
+// the "[DONE]" marker: the server died or the connection broke mid-answer.
+var ErrTruncated = errors.New("stream ended without [DONE]")
+
+// Stream reads the JSON payloads of one streamed response, SSE
+// ("data: {...}" events ending with "data: [DONE]") or NDJSON (one object
+// per line, the last with "done": true). It reads to the real end of the
+// stream, past the chunk carrying finish_reason, so the usage and timings
+// chunks that follow it are not lost.
+type Stream struct {
+	body  io.ReadCloser
+	sse   *sse.Reader
+	lines *sse.LineReader
+	done  bool
+}
+
+// NewSSEStream reads body as Server-Sent Events.
+func NewSSEStream(body io.ReadCloser) *Stream {
+	return &Stream{body: body, sse: sse.NewReader(body)}
+}
+
+// NewNDJSONStream reads body as newline-delimited JSON.
+func NewNDJSONStream(body io.ReadCloser) *Stream {
+	return &Stream{body: body, lines: sse.NewLineReader(body)}
+}
+
+// Next returns the next payload, valid until the following call. It
+// returns io.EOF after "[DONE]" (SSE) or at the end of the body (NDJSON),
+// and ErrTruncated when an SSE body ends without "[DONE]".
+func (s *Stream) Next() ([]byte, error) {
+	if s.done {
+		return nil, io.EOF
+	}
+	if s.lines != nil {
+		l, err := s.lines.Next()
+		if err == io.EOF {
+			s.done = true
+		}
+		return l, err
+	}
+	ev, err := s.sse.Next()
+	if err == io.EOF {
+		return nil, fmt.Errorf("upstream: %w", ErrTruncated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if ev.Name == "error" {
+		return nil, fmt.Errorf("upstream sent an error event: %.300s", ev.Data)
+	}
+	if ev.Done() {
+		s.done = true
+		return nil, io.EOF
+	}
+	return ev.Data, nil
+}
+
+// Close closes the body. Closing before the end aborts the request, which
+// makes llama-server and Ollama stop generating.
+func (s *Stream) Close() error { return s.body.Close() }

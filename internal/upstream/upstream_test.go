@@ -1,0 +1,216 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+)
+
+func TestParseKind(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Kind
+		err  bool
+	}{
+		{"llama-server", KindLlamaServer, false},
+		{"Ollama", KindOllama, false},
+		{"openai", KindOpenAI, false},
+		{"", KindUnknown, false},
+		{"vllm", KindUnknown, true},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			k, err := ParseKind(tc.in)
+			if (err != nil) != tc.err || k != tc.want {
+				t.Fatalf("ParseKind(%q) = %v, %v", tc.in, k, err)
+			}
+		})
+	}
+}
+
+// closingServer answers every request on a connection with a keep-alive
+// response and then closes the connection after max requests without
+// saying so, the way a server with "Keep-Alive: max=N" races a client
+// that reuses the connection.
+func closingServer(t *testing.T, max int) (string, *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(c net.Conn) {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for n := 0; n < max; n++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					served.Add(1)
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nKeep-Alive: timeout=5, max=%d\r\nContent-Length: 29\r\n\r\ndata: {\"x\":1}\n\ndata: [DONE]\n\n", max)
+				}
+				// Close abruptly, with the client believing the connection reusable.
+			}(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String(), &served
+}
+
+func TestPostResendsOnClosedConnection(t *testing.T) {
+	url, served := closingServer(t, 3)
+	u, err := New("fake", url, KindLlamaServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Client.CloseIdleConnections()
+	for i := 0; i < 60; i++ {
+		resp, err := u.Post(context.Background(), "/v1/chat/completions", []byte(`{}`), nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		s := NewSSEStream(resp.Body)
+		p, err := s.Next()
+		if err != nil || string(p) != `{"x":1}` {
+			t.Fatalf("request %d: %q %v", i, p, err)
+		}
+		if _, err := s.Next(); err != io.EOF {
+			t.Fatalf("request %d: want EOF after [DONE], got %v", i, err)
+		}
+		s.Close()
+	}
+	if served.Load() < 60 {
+		t.Fatalf("served %d", served.Load())
+	}
+}
+
+func TestStreamTruncated(t *testing.T) {
+	s := NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\n")))
+	if _, err := s.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("err = %v", err)
+	}
+	n := NewNDJSONStream(io.NopCloser(strings.NewReader("{\"done\":false}\n{\"done\":true}\n")))
+	for i := 0; i < 2; i++ {
+		if _, err := n.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.Next(); err != io.EOF {
+		t.Fatal(err)
+	}
+}
+
+func TestDetectFakes(t *testing.T) {
+	llama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/props" {
+			io.WriteString(w, `{"default_generation_settings":{}}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer llama.Close()
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/version" {
+			io.WriteString(w, `{"version":"0.6.5"}`)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer ollama.Close()
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	for _, tc := range []struct {
+		name, url string
+		want      Kind
+	}{{"llama", llama.URL, KindLlamaServer}, {"ollama", ollama.URL, KindOllama}, {"openai", other.URL, KindOpenAI}} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, _ := New(tc.name, tc.url, KindUnknown)
+			k, err := Detect(context.Background(), u)
+			if err != nil || k != tc.want {
+				t.Fatalf("Detect = %v, %v", k, err)
+			}
+		})
+	}
+	down, _ := New("down", "http://127.0.0.1:1", KindUnknown)
+	if _, err := Detect(context.Background(), down); err == nil {
+		t.Fatal("Detect on a closed port succeeded")
+	}
+}
+
+func TestTestbedDetectAndHealth(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu", "ollama")
+	for _, tc := range []struct {
+		url  string
+		want Kind
+	}{{env.LlamaCPUURL, KindLlamaServer}, {env.OllamaURL, KindOllama}} {
+		u, err := New(tc.want.String(), tc.url, KindUnknown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		k, err := Detect(ctx, u)
+		cancel()
+		if err != nil || k != tc.want {
+			t.Fatalf("%s: Detect = %v, %v", tc.url, k, err)
+		}
+		u.Kind = k
+		if err := u.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		u.Client.CloseIdleConnections()
+	}
+}
+
+// TestTestbedKeepAliveMax sends more requests than llama-server's
+// keep-alive max=100 over one pooled client, with pauses around the
+// server's 5 s idle timeout avoided (the client's 4 s idle timeout is
+// what protects that edge); none may fail.
+func TestTestbedKeepAliveMax(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	u, err := New("llama", env.LlamaCPUURL, KindLlamaServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Client.CloseIdleConnections()
+	body := []byte(`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"stream":true}`)
+	for i := 0; i < 230; i++ {
+		resp, err := u.Post(context.Background(), "/v1/chat/completions", body, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: status %d", i, resp.StatusCode)
+		}
+		s := NewSSEStream(resp.Body)
+		for {
+			_, err := s.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+		}
+		s.Close()
+	}
+}
