@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,10 +107,21 @@ func Navigate(t testing.TB, ctx context.Context, url string) {
 // expression) says about the page.
 func Wait[T any](t testing.TB, ctx context.Context, expr string, timeout time.Duration, describe string) T {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(c, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(50*time.Millisecond)))
-	if err != nil {
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		c, cancel := context.WithTimeout(ctx, left+5*time.Second)
+		v, err := chromedp.Run(c, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(left), chromedp.WithPollingInterval(50*time.Millisecond)))
+		cancel()
+		if err == nil {
+			return v
+		}
+		// A page that just loaded may swap its JavaScript context under
+		// the poll; that is not the answer, so ask again.
+		if strings.Contains(err.Error(), "Cannot find context") && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		state := ""
 		if describe != "" {
 			d, cancelD := context.WithTimeout(ctx, 5*time.Second)
@@ -117,8 +129,9 @@ func Wait[T any](t testing.TB, ctx context.Context, expr string, timeout time.Du
 			cancelD()
 		}
 		t.Fatalf("waiting for %s: %v\npage state: %s", expr, err, state)
+		var zero T
+		return zero
 	}
-	return v
 }
 
 // Eval evaluates a JavaScript expression in the page.

@@ -195,22 +195,26 @@ func TestServeDashboardMetricsIncidents(t *testing.T) {
 		for key, want := range map[string]string{"streamed": "released", "released": "released", "repaired": "repaired", "halted": "halted"} {
 			browsertest.Wait[bool](t, page, fmt.Sprintf(`document.querySelector('tr[data-request-id=%q]')?.dataset.outcome === %q`, ids[key], want), 10*time.Second, describe)
 		}
+		// A few more streamed answers, for the latency chart.
+		for _, animal := range []string{"cat", "bird", "fish", "frog", "bear"} {
+			streamChat(t, base, fmt.Sprintf(`{"model":"stories","messages":[{"role":"user","content":"Name the %s as JSON."}],"response_format":{"type":"json_object"},"temperature":0,"max_tokens":60,"stream":true}`, animal))
+		}
 		// The streamed answer has a first token, drawn in the latency chart.
 		browsertest.Wait[bool](t, page, fmt.Sprintf(`document.querySelector('tr[data-request-id=%q]').cells[6].textContent.endsWith("ms")`, ids["streamed"]), 5*time.Second, `Array.from(document.querySelectorAll("#requests tr")).map(r => r.innerText).join(" / ")`)
 		browsertest.Wait[bool](t, page, fmt.Sprintf(`document.querySelector('tr[data-request-id=%q]').dataset.reason === "invalid_json"`, ids["halted"]), 5*time.Second, describe)
 		// One retry for the repaired request, two retries and the halt for the halted
 		// one; four failed attempts in all.
 		browsertest.Wait[bool](t, page, `document.querySelectorAll('.incident[data-reason="invalid_json"]').length === 4`, 10*time.Second, `document.getElementById("incidents").innerText`)
-		browsertest.Wait[bool](t, page, `document.getElementById("t-total").textContent === "4" && document.getElementById("t-halted").textContent === "1"`, 5*time.Second, `document.querySelector("header").innerText`)
+		browsertest.Wait[bool](t, page, `document.getElementById("t-total").textContent === "9" && document.getElementById("t-halted").textContent === "1"`, 5*time.Second, `document.querySelector("header").innerText`)
 		browsertest.Wait[bool](t, page, `document.querySelector('#reasons li[data-reason="invalid_json"] .n')?.textContent === "4"`, 5*time.Second, `document.getElementById("reasons").innerText`)
 		time.Sleep(1300 * time.Millisecond) // row highlight animation
 		browsertest.Screenshot(t, page, "dashboard.png")
 
 		checkMetrics(t, base, map[string]float64{
-			`aegis_requests_total{outcome="released",route="/v1/chat/completions",upstream="default"}`: 2,
+			`aegis_requests_total{outcome="released",route="/v1/chat/completions",upstream="default"}`: 7,
 			`aegis_requests_total{outcome="repaired",route="/v1/chat/completions",upstream="default"}`: 1,
 			`aegis_requests_total{outcome="halted",route="/v1/chat/completions",upstream="default"}`:   1,
-			`aegis_attempts_total{upstream="default"}`:                                                 7,
+			`aegis_attempts_total{upstream="default"}`:                                                 12,
 			`aegis_retries_total{action="retry_with_stricter_format",reason="invalid_json"}`:           3,
 			`aegis_halts_total{reason="invalid_json"}`:                                                 1,
 			`aegis_requests_in_flight`: 0,

@@ -179,9 +179,9 @@ function drawChart() {
   mk("text", { x: L, y: H - 4 }, pts.length ? "older" : "no finished requests yet");
   if (pts.length) mk("text", { x: W - R, y: H - 4, "text-anchor": "end" }, "newest");
   for (const [key, cls] of [["dur", "dur"], ["ttft", "ttft"], ["added", "added"]]) {
-    const line = pts.map((p, i) => (p[key] > 0 ? x(i).toFixed(1) + "," + y(p[key]).toFixed(1) : null)).filter(Boolean);
-    if (line.length === 1) mk("circle", { cx: line[0].split(",")[0], cy: line[0].split(",")[1], r: 3, class: cls });
-    else if (line.length) mk("polyline", { points: line.join(" "), class: cls });
+    const xy = pts.map((p, i) => (p[key] > 0 ? [x(i).toFixed(1), y(p[key]).toFixed(1)] : null)).filter(Boolean);
+    if (xy.length > 1) mk("polyline", { points: xy.map((p) => p.join(",")).join(" "), class: cls });
+    if (xy.length <= 30) for (const [cx, cy] of xy) mk("circle", { cx, cy, r: 2.5, class: "dot " + cls });
   }
   svg.replaceChildren(...parts);
 }
@@ -197,7 +197,8 @@ function incidentNode(inc) {
     el("span", "badge " + (inc.kind === "halt" ? "b-halted" : "b-retrying"), inc.kind === "halt" ? "halted" : "retried"),
     el("strong", null, "#" + inc.id + " " + (inc.reason || "")),
     el("span", "reason", "→ " + inc.action + " · risk " + inc.risk),
-    el("span", "req", [inc.model, inc.upstream].filter(Boolean).join(" @ ") + "  " + shortID(inc.request_id)),
+    el("span", "req", [inc.model, inc.upstream].filter(Boolean).join(" @ ")),
+    el("span", "req", "request " + shortID(inc.request_id) + (inc.attempt ? ", attempt " + inc.attempt : "")),
     el("span", "when", fmtTime(inc.time)),
   );
   box.appendChild(meta);
@@ -221,9 +222,20 @@ function incidentNode(inc) {
     }
     box.appendChild(pre);
   } else {
-    box.appendChild(el("p", "notext", "No output text in this record (kept only when the policy sets log_text: true); the findings give byte offsets."));
+    const p = el("p", "notext", "no output text recorded");
+    p.title = "Output text is kept only when the policy sets log_text: true; the findings give byte offsets.";
+    box.appendChild(p);
   }
   return box;
+}
+
+// addIncidents merges incidents by id, newest first: a fetch answered late
+// must not drop those that arrived live meanwhile.
+function addIncidents(list) {
+  const byID = new Map(incidents.map((i) => [i.id, i]));
+  for (const i of list) byID.set(i.id, i);
+  incidents = [...byID.values()].sort((a, b) => b.id - a.id).slice(0, MAX_INCIDENTS);
+  renderIncidents();
 }
 
 function renderIncidents() {
@@ -235,8 +247,7 @@ async function loadIncidents() {
   try {
     const r = await fetch("api/incidents?limit=" + MAX_INCIDENTS);
     if (!r.ok) return;
-    incidents = (await r.json()).incidents || [];
-    renderIncidents();
+    addIncidents((await r.json()).incidents || []);
   } catch (_) { /* retried on the next snapshot */ }
 }
 
@@ -263,9 +274,7 @@ function connect() {
   src.addEventListener("totals", (m) => setTotals(JSON.parse(m.data)));
   src.addEventListener("guards", (m) => setGuards(JSON.parse(m.data)));
   src.addEventListener("incident", (m) => {
-    const inc = JSON.parse(m.data);
-    incidents = [inc, ...incidents.filter((i) => i.id !== inc.id)].slice(0, MAX_INCIDENTS);
-    renderIncidents();
+    addIncidents([JSON.parse(m.data)]);
   });
 }
 
