@@ -186,3 +186,16 @@ func TestParseSince(t *testing.T) {
 		})
 	}
 }
+
+func FuzzParseSince(f *testing.F) {
+	for _, s := range []string{"1h", "90m", "2d", "0.5d", "2026-11-21T08:00:00Z", "-1h", "soon", "d", ""} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := parseSince(s, now)
+		if err == nil && got.After(now) && !strings.Contains(s, "T") {
+			t.Fatalf("parseSince(%q) = %v: a duration must not reach into the future", s, got)
+		}
+	})
+}

@@ -62,7 +62,8 @@ type Dashboard struct {
 
 	mu       sync.Mutex
 	seq      uint64
-	ring     []wireEvent // oldest first, at most RingSize
+	ring     []wireEvent // a ring of RingSize; ring[head] is the oldest once full
+	head     int
 	totals   Totals
 	inFlight map[string]struct{}
 	guards   map[string]*Guard
@@ -186,11 +187,12 @@ func (d *Dashboard) Observe(e events.Event) {
 	defer d.mu.Unlock()
 	d.seq++
 	we := wireEvent{Seq: d.seq, Event: e}
-	if len(d.ring) == RingSize {
-		copy(d.ring, d.ring[1:])
-		d.ring = d.ring[:RingSize-1]
+	if len(d.ring) < RingSize {
+		d.ring = append(d.ring, we)
+	} else {
+		d.ring[d.head] = we
+		d.head = (d.head + 1) % RingSize
 	}
-	d.ring = append(d.ring, we)
 	d.broadcast("event", we)
 
 	totalsChanged, guardsChanged := false, false
@@ -295,7 +297,8 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "dashboard closed", http.StatusServiceUnavailable)
 		return
 	}
-	snap, err := json.Marshal(snapshot{Seq: d.seq, Events: d.ring, Totals: d.totals, Guards: d.guards})
+	recent := append(append(make([]wireEvent, 0, len(d.ring)), d.ring[d.head:]...), d.ring[:d.head]...)
+	snap, err := json.Marshal(snapshot{Seq: d.seq, Events: recent, Totals: d.totals, Guards: d.guards})
 	c := make(chan message, clientBuffer)
 	d.clients[c] = struct{}{}
 	d.mu.Unlock()

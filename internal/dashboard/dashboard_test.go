@@ -216,3 +216,33 @@ func TestIncidentsAPI(t *testing.T) {
 		t.Fatalf("incidents = %s", rec.Body)
 	}
 }
+
+func TestRingKeepsNewestInOrder(t *testing.T) {
+	var bus events.Bus
+	d := New(&bus, nil)
+	defer d.Close()
+	for i := 0; i < RingSize+7; i++ {
+		d.Observe(events.Event{Kind: events.AttemptStarted, RequestID: "r", Attempt: i})
+	}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/ui/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, data := sseReader{bufio.NewReader(resp.Body)}.next(t)
+	var snap struct{ Events []struct{ Seq, Attempt int } }
+	if err := json.Unmarshal(data, &snap); err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Events) != RingSize || snap.Events[0].Attempt != 7 || snap.Events[RingSize-1].Attempt != RingSize+6 {
+		t.Fatalf("ring: %d events, first %+v, last %+v", len(snap.Events), snap.Events[0], snap.Events[len(snap.Events)-1])
+	}
+	for i := 1; i < len(snap.Events); i++ {
+		if snap.Events[i].Seq != snap.Events[i-1].Seq+1 {
+			t.Fatalf("out of order at %d", i)
+		}
+	}
+	d.Close()
+}

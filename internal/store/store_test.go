@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -179,7 +181,8 @@ func TestMain(m *testing.M) {
 		crashChild(path)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // no goroutine outlives the tests
+
 }
 
 // crashChild adds incidents forever and prints the id of each one after
