@@ -80,7 +80,12 @@ any OpenAI-compatible server, and every response is checked, repaired or stopped
 listens on 127.0.0.1:8088, detects the upstream's kind (llama-server, ollama, openai) and
 applies the default policy. Endpoints: POST /v1/chat/completions, POST /v1/completions,
 GET /v1/models, GET /health, and Ollama's POST /api/chat and /api/generate in front of Ollama.
-A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.`,
+A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.
+
+The same listener serves Prometheus metrics at /metrics and the live dashboard at /ui.
+Every hidden retry and halt goes to the incident log (--incidents; read it with
+aegis incidents), and each request is logged on one line (JSON unless stderr is a
+terminal; outputs only when the policy sets log_text).`,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				cfg := &serveConfig{}

@@ -292,3 +292,19 @@ func checkMetrics(t *testing.T, base string, want map[string]float64) {
 		}
 	}
 }
+
+func TestServeConfigIncidentsSection(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "aegis.yaml")
+	os.WriteFile(p, []byte("upstreams: [{name: a, url: 'http://127.0.0.1:1'}]\nlog_format: json\nincidents:\n  path: /tmp/x.db\n  max_rows: 500\n  max_age: 72h\n"), 0o644)
+	cfg, err := loadServeConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Incidents != (incidentsConfig{Path: "/tmp/x.db", MaxRows: 500, MaxAge: 72 * time.Hour}) || cfg.LogFormat != "json" {
+		t.Errorf("decoded %+v, log_format %q", cfg.Incidents, cfg.LogFormat)
+	}
+	os.WriteFile(p, []byte("incidents: {max_rowz: 5}\n"), 0o644)
+	if _, err := loadServeConfig(p); err == nil {
+		t.Error("unknown key in incidents accepted")
+	}
+}

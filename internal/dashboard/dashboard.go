@@ -45,6 +45,9 @@ const (
 	// clientBuffer is how many messages a page may lag behind before it is
 	// disconnected (its EventSource reconnects and resyncs from a snapshot).
 	clientBuffer = 1024
+	// MaxStreams caps the open event streams (pages), so a runaway script
+	// cannot pin unbounded memory.
+	MaxStreams = 64
 )
 
 // Dashboard is an http.Handler for /ui and everything under it.
@@ -292,9 +295,9 @@ func (d *Dashboard) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.mu.Lock()
-	if d.closed {
+	if d.closed || len(d.clients) >= MaxStreams {
 		d.mu.Unlock()
-		http.Error(w, "dashboard closed", http.StatusServiceUnavailable)
+		http.Error(w, "dashboard closed or too many open pages", http.StatusServiceUnavailable)
 		return
 	}
 	recent := append(append(make([]wireEvent, 0, len(d.ring)), d.ring[d.head:]...), d.ring[:d.head]...)
