@@ -6,9 +6,10 @@
 // Everything the page needs is embedded in the binary (HTML, CSS and a
 // small vanilla-JS file; no CDN, no web fonts), so it works offline. The
 // page is fed by server-sent events from /ui/events and reads incidents
-// from /ui/api/incidents. Requests whose Host is a DNS name other than
-// localhost are refused unless allowed, so a web page cannot reach the
-// dashboard through DNS rebinding.
+// from /ui/api/incidents. Only loopback clients are answered by default,
+// and requests whose Host is a DNS name other than localhost are refused
+// unless allowed, so a web page cannot reach the dashboard through DNS
+// rebinding.
 package dashboard
 
 import (
@@ -58,6 +59,10 @@ type Dashboard struct {
 	// AllowHosts lists extra Host names (beyond localhost and IP
 	// literals) the dashboard answers, for a deliberate remote setup.
 	AllowHosts []string
+	// AllowRemote lets clients other than loopback ones in. By default
+	// the dashboard answers only loopback peers, even when the server
+	// listens more widely: incidents may hold output text.
+	AllowRemote bool
 
 	incidents Incidents
 	sub       *events.Subscription
@@ -127,6 +132,10 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 
 // ServeHTTP serves /ui, /ui/events and /ui/api/incidents.
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !d.AllowRemote && !loopbackPeer(r.RemoteAddr) {
+		http.Error(w, "dashboard: loopback clients only (use an SSH tunnel to reach it remotely)", http.StatusForbidden)
+		return
+	}
 	if !d.hostAllowed(r.Host) {
 		http.Error(w, "dashboard: host not allowed (DNS rebinding protection); use localhost or an IP address", http.StatusForbidden)
 		return
@@ -136,6 +145,15 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	d.mux.ServeHTTP(w, r)
+}
+
+func loopbackPeer(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (d *Dashboard) hostAllowed(host string) bool {

@@ -50,21 +50,28 @@ func TestRoutesAndHostCheck(t *testing.T) {
 		name, host, path string
 		wantCode         int
 		wantType         string
+		peer             string
 	}{
-		{"page", "127.0.0.1:8088", "/ui/", 200, "text/html"},
-		{"redirect", "localhost:8088", "/ui", 301, ""},
-		{"script", "[::1]:8088", "/ui/app.js", 200, "javascript"},
-		{"style", "localhost", "/ui/style.css", 200, "text/css"},
-		{"incidents without a store", "127.0.0.1", "/ui/api/incidents", 200, "application/json"},
-		{"bad limit", "127.0.0.1", "/ui/api/incidents?limit=x", 400, "application/json"},
-		{"bad reason", "127.0.0.1", "/ui/api/incidents?reason=nope", 400, "application/json"},
-		{"missing asset", "127.0.0.1", "/ui/nope.js", 404, ""},
-		{"dns rebinding refused", "evil.example:8088", "/ui/", 403, ""},
+		{"page", "127.0.0.1:8088", "/ui/", 200, "text/html", ""},
+		{"redirect", "localhost:8088", "/ui", 301, "", ""},
+		{"script", "[::1]:8088", "/ui/app.js", 200, "javascript", ""},
+		{"style", "localhost", "/ui/style.css", 200, "text/css", ""},
+		{"incidents without a store", "127.0.0.1", "/ui/api/incidents", 200, "application/json", ""},
+		{"bad limit", "127.0.0.1", "/ui/api/incidents?limit=x", 400, "application/json", ""},
+		{"bad reason", "127.0.0.1", "/ui/api/incidents?reason=nope", 400, "application/json", ""},
+		{"missing asset", "127.0.0.1", "/ui/nope.js", 404, "", ""},
+		{"dns rebinding refused", "evil.example:8088", "/ui/", 403, "", ""},
+		{"remote peer refused", "10.0.0.5:8088", "/ui/", 403, "", "10.0.0.9:5000"},
+		{"ipv6 loopback peer", "[::1]:8088", "/ui/", 200, "text/html", "[::1]:5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest("GET", tt.path, nil)
 			req.Host = tt.host
+			req.RemoteAddr = tt.peer
+			if req.RemoteAddr == "" {
+				req.RemoteAddr = "127.0.0.1:40000"
+			}
 			rec := httptest.NewRecorder()
 			d.ServeHTTP(rec, req)
 			if rec.Code != tt.wantCode || !strings.Contains(rec.Header().Get("Content-Type"), tt.wantType) {
@@ -204,6 +211,7 @@ func TestIncidentsAPI(t *testing.T) {
 	defer d.Close()
 	req := httptest.NewRequest("GET", "/ui/api/incidents?reason=secret_leak", nil)
 	req.Host = "localhost:8088"
+	req.RemoteAddr = "127.0.0.1:40000"
 	rec := httptest.NewRecorder()
 	d.ServeHTTP(rec, req)
 	var out struct {
