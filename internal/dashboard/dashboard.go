@@ -243,8 +243,14 @@ func (d *Dashboard) Observe(e events.Event) {
 			totalsChanged = true
 		}
 	case events.GuardStatus:
-		if e.GuardDevice != "" {
-			g := d.guard(e.GuardDevice)
+		// Keyed by device; a supervisor with no device serving (all
+		// failed: deterministic-only) shows under its own name.
+		key := e.GuardDevice
+		if key == "" {
+			key = e.Upstream
+		}
+		if key != "" {
+			g := d.guard(key)
 			g.State, g.Child, g.Error, g.Since = e.GuardState, e.Upstream, e.Error, e.Time
 			guardsChanged = true
 		}

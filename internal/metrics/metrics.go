@@ -27,11 +27,14 @@
 //     reason is guard_unavailable, aegis_guard_fallbacks_total when
 //     GuardState is "fallback".
 //   - Retry / Halt: aegis_retries_total{reason,action}, aegis_halts_total{reason}.
-//   - GuardStatus: aegis_supervisor_state{child,state} is 1 for the
-//     child's current state and 0 for the others it has been in (child is
-//     Upstream when set, else GuardDevice); aegis_guard_device_up{device}
-//     is 1 while the state is ready/running/healthy/up; GuardState
-//     "fallback" also counts aegis_guard_fallbacks_total.
+//   - GuardStatus (published by the guard supervisor with Upstream = the
+//     supervisor's name, GuardDevice = the child's device, GuardState =
+//     its state): aegis_supervisor_state{supervisor,child,state} is 1 for
+//     the child's current state and 0 for the other states it has been in
+//     (child "none" when no device serves, as in deterministic-only);
+//     aegis_guard_device_up{device} is 1 while the state is ready or
+//     fallback (serving); GuardState "fallback" also counts
+//     aegis_guard_fallbacks_total.
 //   - aegis_events_dropped_total reports events the bus could not deliver
 //     to slow subscribers.
 package metrics
@@ -88,7 +91,7 @@ type Collector struct {
 
 	mu      sync.Mutex
 	started map[string]time.Time           // requests in flight, by id
-	states  map[string]map[string]struct{} // states seen per supervised child
+	states  map[[2]string]map[string]struct{} // states seen per supervisor and child
 }
 
 // New creates a Collector with its own registry (Go runtime and process
@@ -98,7 +101,7 @@ func New(bus *events.Bus) *Collector {
 	c := &Collector{
 		reg:     prometheus.NewRegistry(),
 		started: map[string]time.Time{},
-		states:  map[string]map[string]struct{}{},
+		states:  map[[2]string]map[string]struct{}{},
 	}
 	f := factory{c.reg}
 	c.requests = f.counter("aegis_requests_total", "Requests answered, by route, upstream and outcome (released, repaired, halted, blocked, error, cancelled).", "route", "upstream", "outcome")
@@ -125,7 +128,7 @@ func New(bus *events.Bus) *Collector {
 	c.guardUp = f.gaugeVec("aegis_guard_device_up", "1 while the guard on this device is ready, else 0.", "device")
 	c.upstreamErrs = f.counter("aegis_upstream_errors_total", "Attempts that ended with an upstream error.", "upstream")
 	c.stalls = f.counter("aegis_upstream_stalls_total", "Attempts stopped because the upstream stalled.", "upstream")
-	c.superState = f.gaugeVec("aegis_supervisor_state", "1 for the current state of each supervised child process, 0 for its other states.", "child", "state")
+	c.superState = f.gaugeVec("aegis_supervisor_state", "1 for the current state of each supervised child process, 0 for its other states.", "supervisor", "child", "state")
 	c.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -259,16 +262,17 @@ func (c *Collector) verdict(e events.Event) {
 }
 
 func (c *Collector) guardStatus(e events.Event) {
-	child := e.Upstream
+	child := e.GuardDevice
 	if child == "" {
-		child = e.GuardDevice
+		child = "none"
 	}
-	if child != "" && e.GuardState != "" {
+	if e.GuardState != "" {
+		key := [2]string{e.Upstream, child}
 		c.mu.Lock()
-		seen := c.states[child]
+		seen := c.states[key]
 		if seen == nil {
 			seen = map[string]struct{}{}
-			c.states[child] = seen
+			c.states[key] = seen
 		}
 		seen[e.GuardState] = struct{}{}
 		for s := range seen {
@@ -276,14 +280,14 @@ func (c *Collector) guardStatus(e events.Event) {
 			if s == e.GuardState {
 				v = 1
 			}
-			c.superState.WithLabelValues(child, s).Set(v)
+			c.superState.WithLabelValues(e.Upstream, child, s).Set(v)
 		}
 		c.mu.Unlock()
 	}
 	if e.GuardDevice != "" {
 		up := 0.0
 		switch e.GuardState {
-		case "ready", "running", "healthy", "up":
+		case "ready", "fallback":
 			up = 1
 		}
 		c.guardUp.WithLabelValues(e.GuardDevice).Set(up)

@@ -198,6 +198,7 @@ func TestCountersMatchEvents(t *testing.T) {
 			ck.labels = "upstream=llama"
 		}
 		if got := value(fams, ck.metric, ck.labels); got != ck.want {
+			t.Logf("%v", fams[ck.metric])
 			t.Errorf("%s: %s{%s} = %v, want %v", ck.name, ck.metric, ck.labels, got, ck.want)
 		}
 	}
