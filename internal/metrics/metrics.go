@@ -90,7 +90,7 @@ type Collector struct {
 	superState    *prometheus.GaugeVec
 
 	mu      sync.Mutex
-	started map[string]time.Time           // requests in flight, by id
+	started map[string]time.Time              // requests in flight, by id
 	states  map[[2]string]map[string]struct{} // states seen per supervisor and child
 }
 
