@@ -199,3 +199,14 @@ func FuzzParseSince(f *testing.F) {
 		}
 	})
 }
+
+func TestIncidentShowANSI(t *testing.T) {
+	inc := store.Incident{ID: 7, Kind: store.KindHalt, RequestID: "r", Reason: validator.ReasonSecretLeak, Action: validator.ActionHalt,
+		Risk: validator.RiskHigh, Text: "key sk-123 end", HasText: true,
+		Findings: []validator.Finding{{Check: "secret", Reason: validator.ReasonSecretLeak, Start: 4, End: 10, Message: "API key"}}}
+	var b bytes.Buffer
+	writeIncident(&b, inc, true)
+	if !strings.Contains(b.String(), "key "+ansiOpen+"sk-123"+ansiClose+" end") || strings.Contains(b.String(), markOpen) {
+		t.Errorf("terminal output:\n%q", b.String())
+	}
+}
