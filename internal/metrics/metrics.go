@@ -91,6 +91,7 @@ type Collector struct {
 
 	mu      sync.Mutex
 	started map[string]time.Time              // requests in flight, by id
+	judged  map[string]bool                   // requests in flight that had a Verdict event
 	states  map[[2]string]map[string]struct{} // states seen per supervisor and child
 }
 
@@ -101,6 +102,7 @@ func New(bus *events.Bus) *Collector {
 	c := &Collector{
 		reg:     prometheus.NewRegistry(),
 		started: map[string]time.Time{},
+		judged:  map[string]bool{},
 		states:  map[[2]string]map[string]struct{}{},
 	}
 	f := factory{c.reg}
@@ -195,6 +197,14 @@ func (c *Collector) Observe(e events.Event) {
 	case events.Halt:
 		reason, _ := verdictLabels(e.Verdict)
 		c.halts.WithLabelValues(reason).Inc()
+		// An upstream that refused the request ends in a Halt with no
+		// Verdict event before it; count that upstream error here.
+		c.mu.Lock()
+		judged := c.judged[e.RequestID]
+		c.mu.Unlock()
+		if !judged && e.Verdict != nil {
+			c.upstreamTrouble(e.Verdict.Reason, e.Upstream)
+		}
 	case events.RequestFinished:
 		c.finished(e)
 	case events.GuardStatus:
@@ -205,6 +215,7 @@ func (c *Collector) Observe(e events.Event) {
 func (c *Collector) finished(e events.Event) {
 	c.mu.Lock()
 	delete(c.started, e.RequestID)
+	delete(c.judged, e.RequestID)
 	c.inFlight.Set(float64(len(c.started)))
 	c.mu.Unlock()
 	outcome := e.Outcome
@@ -252,12 +263,19 @@ func (c *Collector) verdict(e events.Event) {
 		c.verdictDelay.Observe(e.VerdictDelay.Seconds())
 	}
 	if e.Verdict != nil {
-		switch e.Verdict.Reason {
-		case validator.ReasonUpstreamError:
-			c.upstreamErrs.WithLabelValues(e.Upstream).Inc()
-		case validator.ReasonStall:
-			c.stalls.WithLabelValues(e.Upstream).Inc()
-		}
+		c.mu.Lock()
+		c.judged[e.RequestID] = true
+		c.mu.Unlock()
+		c.upstreamTrouble(e.Verdict.Reason, e.Upstream)
+	}
+}
+
+func (c *Collector) upstreamTrouble(r validator.Reason, upstream string) {
+	switch r {
+	case validator.ReasonUpstreamError:
+		c.upstreamErrs.WithLabelValues(upstream).Inc()
+	case validator.ReasonStall:
+		c.stalls.WithLabelValues(upstream).Inc()
 	}
 }
 
@@ -307,6 +325,7 @@ func (c *Collector) forgetStale(now time.Time) {
 	for id, t := range c.started {
 		if now.Sub(t) > time.Hour {
 			delete(c.started, id)
+			delete(c.judged, id)
 		}
 	}
 }

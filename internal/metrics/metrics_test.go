@@ -137,6 +137,10 @@ func TestCountersMatchEvents(t *testing.T) {
 			Status: 200, TTFT: time.Duration(rng.IntN(100)+1) * time.Millisecond, AddedTTFT: 300 * time.Microsecond,
 			Duration: time.Second, HeldBytes: rng.IntN(64), Tokens: 10})
 	}
+	// An unreachable upstream: Halt with no Verdict event before it.
+	bus.Publish(events.Event{Kind: events.RequestStarted, RequestID: "down", Route: "/v1/chat/completions", Upstream: "ollama"})
+	bus.Publish(events.Event{Kind: events.Halt, RequestID: "down", Upstream: "ollama", Verdict: fail(validator.ReasonUpstreamError, validator.ActionHalt)})
+	bus.Publish(events.Event{Kind: events.RequestFinished, RequestID: "down", Route: "/v1/chat/completions", Upstream: "ollama", Outcome: "error", Status: 502})
 	bus.Publish(events.Event{Kind: events.GuardStatus, GuardDevice: "Vulkan0", GuardState: "starting"})
 	bus.Publish(events.Event{Kind: events.GuardStatus, GuardDevice: "Vulkan0", GuardState: "ready"})
 	for i := 0; i < 7; i++ {
@@ -179,9 +183,12 @@ func TestCountersMatchEvents(t *testing.T) {
 		{"halts stall", "aegis_halts_total", "reason=stall", want["halts stall"]},
 		{"halts never seen are zero", "aegis_halts_total", "reason=invalid_json", 0},
 		{"stalls llama", "aegis_upstream_stalls_total", "upstream=llama", want["stalls llama"]},
+		{"stalls counted once per attempt", "aegis_upstream_stalls_total", "upstream=ollama", want["stalls ollama"]},
+		{"refused upstream", "aegis_upstream_errors_total", "upstream=ollama", 1},
+		{"refused request", "aegis_requests_total", "upstream=ollama,outcome=error", 1},
 		{"ttft observations", "aegis_time_to_first_token_seconds", "", float64(n) - want["requests ollama released"] - want["requests ollama repaired"] - want["requests ollama halted"]},
 		{"verdict delay observations", "aegis_verdict_delay_seconds", "", want["verdicts pass"] - want["retries loop"]},
-		{"release lag observations", "aegis_release_lag_bytes", "", n},
+		{"release lag observations", "aegis_release_lag_bytes", "", n + 1},
 		{"tokens", "aegis_completion_tokens_total", "upstream=llama", 10 * (want["requests llama released"] + want["requests llama repaired"] + want["requests llama halted"])},
 		{"guard calls", "aegis_guard_calls_total", "device=Vulkan0", 7},
 		{"guard latency", "aegis_guard_call_duration_seconds", "device=Vulkan0", 7},
