@@ -5,6 +5,10 @@
 package checks
 
 import (
+	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema" // json_schema
 	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax" // json_syntax
+	_ "github.com/aegis-sentinel/aegis/internal/validator/length"     // length
+	_ "github.com/aegis-sentinel/aegis/internal/validator/repetition" // repetition
 	_ "github.com/aegis-sentinel/aegis/internal/validator/stall"      // stall
+	_ "github.com/aegis-sentinel/aegis/internal/validator/toolcall"   // tool_call
 )

@@ -139,7 +139,7 @@ func antiRepeat(b rawBody, kind upstream.Kind, route routeKind) {
 		b.set("dry_multiplier", 0.8)
 		b.set("dry_base", 1.75)
 		b.set("dry_allowed_length", 2)
-		b.set("dry_penalty_last_n", -1)
+		b.set("dry_penalty_last_n", 256)
 		b.set("repeat_penalty", 1.15)
 		b.set("repeat_last_n", 256)
 	default:

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuf is a bytes.Buffer safe for the server goroutine and the test.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestServeUsage(t *testing.T) {
+	var out, errw bytes.Buffer
+	if code := Run(context.Background(), []string{"serve"}, &IO{In: strings.NewReader(""), Out: &out, Err: &errw}); code != ExitUsage {
+		t.Fatalf("no upstream: exit %d (%s)", code, errw.String())
+	}
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("upstreams: [{name: a, url: 'http://127.0.0.1:1', kind: openai, modles: [x]}]\n"), 0o600)
+	errw.Reset()
+	if code := Run(context.Background(), []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: &out, Err: &errw}); code != ExitUsage || !strings.Contains(errw.String(), "modles") {
+		t.Fatalf("unknown config key: exit %d (%s)", code, errw.String())
+	}
+}
+
+// TestServeStartsAndStops runs `aegis serve` against a fake
+// OpenAI-compatible upstream with a bearer token, checks the start line,
+// a guarded request, and a clean stop on cancellation.
+func TestServeStartsAndStops(t *testing.T) {
+	up := newFakeOpenAI(t)
+	addr := freeAddr(t)
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("s3cret\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	errw := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--upstream", up, "--listen", addr, "--auth-token-file", tok}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(errw.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start line: %s", errw.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(errw.String(), "(openai)") || !strings.Contains(errw.String(), "bearer token required") {
+		t.Fatalf("start line: %s", errw.String())
+	}
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"content":"hello"`) || resp.Header.Get("X-Aegis-Verdict") != "pass" {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errw.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
+
+func newFakeOpenAI(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/chat/completions":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hello\"},\"finish_reason\":null}]}\n\n")
+			io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+		case "/v1/models":
+			io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
