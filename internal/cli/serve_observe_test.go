@@ -237,6 +237,10 @@ func TestServeDashboardMetricsIncidents(t *testing.T) {
 	if strings.Join(kinds, " ") != "halt:halted retry:halted retry:halted retry:repaired" {
 		t.Errorf("incidents after the server stopped: %v", kinds)
 	}
+	out, errs, code = runCLI(t, "incidents", "--db", db, "show", "4")
+	if code != 0 || !strings.Contains(out, "incident 4: halt, invalid_json -> halt") || !strings.Contains(out, ids["halted"]+" (attempt 3)") {
+		t.Errorf("aegis incidents show 4: exit %d\n%s%s", code, out, errs)
+	}
 
 	// ... and a restarted server serves the same records.
 	t.Run("after restart", func(t *testing.T) {
