@@ -169,6 +169,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close()
+	// Up to date: no write lock needed, so a reader (aegis incidents)
+	// never waits on, or blocks, a running server.
+	var current int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return fmt.Errorf("migrate: read version: %w", err)
+	}
+	if current == len(migrations) {
+		return nil
+	}
 	// BEGIN IMMEDIATE takes the write lock first, so two processes opening
 	// a new file at once do not both run the first migration.
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
