@@ -1,12 +1,3 @@
-// Package gateway is Aegis's HTTP server: an OpenAI-compatible (and, in
-// front of Ollama, Ollama-compatible) endpoint that forwards each request
-// to an upstream model server, feeds the streamed answer through the
-// attempt pipeline, releases text to the client only up to the release
-// point, repairs failed attempts with hidden corrective retries, and halts
-// with a stable error code when it cannot.
-//
-// Like httputil.ReverseProxy, a Gateway is a struct whose fields are
-// hooks and settings with working nil defaults: only Upstreams is needed.
 package gateway
 
 import (

@@ -1,0 +1,93 @@
+// Package gateway is Aegis's HTTP server: an OpenAI-compatible (and, in
+// front of Ollama, Ollama-compatible) endpoint that forwards each request
+// to an upstream model server, feeds the streamed answer through the
+// attempt pipeline, releases text to the client only up to the release
+// point, repairs failed attempts with hidden corrective retries, and halts
+// with a stable error code when it cannot.
+//
+// Like httputil.ReverseProxy, a Gateway is a struct whose fields are
+// hooks and settings with working nil defaults: only Upstreams is needed.
+//
+// # Routes
+//
+//	POST /v1/chat/completions   streaming (SSE) and not; tools, response_format
+//	POST /v1/completions        streaming (SSE) and not
+//	POST /api/chat, /api/generate  Ollama's NDJSON API, when the upstream is Ollama
+//	GET  /v1/models             the configured models, else each upstream's list
+//	GET  /health                Aegis and each upstream (200 when any upstream is up)
+//	/api/*                      other Ollama endpoints, passed through unchecked
+//
+// Request members Aegis does not interpret are passed to the upstream byte
+// for byte (llama-server's cache_prompt, id_slot, n_probs, grammar,
+// json_schema, ...), and upstream chunks that are released whole are
+// forwarded byte for byte (timings, usage, system_fingerprint).
+//
+// # How an answer is read
+//
+// The upstream is always asked to stream, whatever the client asked:
+// checks run as the text arrives, and a non-streaming client gets a body
+// assembled from the stream (content, tool_calls, finish_reason and the
+// closing chunks' usage and timings). The stream is read to its real end,
+// past finish_reason, so usage and timings are kept. Chunks go to the
+// client as the attempt's release point passes them; a chunk cut by the
+// release point is split into synthesized chunks carrying its parts.
+// Tool-call deltas are held until the calls are complete and checked.
+//
+// # Repair
+//
+// A failed attempt whose verdict action is a retry is cancelled at once
+// (closing the upstream request, which stops the generation) and retried
+// with a correction that fits the reason (see corrected in retry.go):
+// grammar/JSON-schema constrained decoding for JSON failures, DRY and
+// repeat-penalty sampling for loops, the violated requirement restated for
+// the rest. When text was already released, the retry continues it as an
+// assistant prefill (chat) or a longer prompt (completions): llama-server
+// streams only the continuation, so the client reads one seamless answer.
+// A continued prefix is never grammar-constrained (llama-server refuses a
+// grammar whose start is already fixed). Retries are bounded by the
+// policy's budgets and by MaxAttempts; optimistic mode never retries once
+// text went out.
+//
+// # Halts and errors
+//
+// A halt answers with the OpenAI error object {"error": {"message",
+// "type", "code", "param"}} plus the verdict under "aegis". The code is
+// "aegis_" + the reason code (ErrorCode). A non-streaming halt uses the
+// HTTP status of HaltStatus: 422 for an output that failed a check, 403
+// for a blocked input, 502 upstream_error, 503 guard_unavailable, 504
+// stall. A streaming halt, once the upstream stream was open, is an
+// in-band event — data: {"error": {...}, "aegis": {...}} — followed by
+// data: [DONE], with status 200 (NDJSON: one {"error": "...", "aegis":
+// {...}} line). Errors before any upstream stream — bad JSON (400),
+// nesting deeper than MaxJSONDepth (400), a body over MaxBodyBytes (413),
+// an unknown model (404 model_not_found), an unreachable upstream (502
+// aegis_upstream_error), an upstream 4xx (passed on with its status and
+// code upstream_rejected), a missing bearer token (401) — are plain HTTP
+// errors for streaming clients too.
+//
+// # Verdict metadata
+//
+// The final chunk (streams) or the body (non-streaming) carries an "aegis"
+// member: the verdict, request_id, attempts and repaired. Response headers
+// X-Aegis-Verdict (pass|fail), X-Aegis-Reason and X-Aegis-Attempts carry
+// the same; on streams they are HTTP trailers (announced in the Trailer
+// header), since the verdict is known only at the end. X-Aegis-Request-Id
+// is sent at once.
+//
+// # Stall
+//
+// A timer armed at the checks' next deadline (the stall check's TTFT and
+// gap deadlines) or, when no check sets one, at IdleTimeout cancels an
+// upstream that stops sending. The upstream's health is then checked; a
+// healthy upstream (or, when it is not, another upstream serving the same
+// model) gets one retry continuing the released text; otherwise the
+// request halts with aegis_stall.
+//
+// # Events
+//
+// Each request publishes RequestStarted, AttemptStarted, Verdict, Retry,
+// Halt and RequestFinished on Events, with TTFT, the TTFT Aegis added
+// (first chunk released minus first chunk read from the upstream), the most
+// bytes held back, and the output text only when the policy's log_text is
+// set. The gateway writes no logs about requests itself.
+package gateway
