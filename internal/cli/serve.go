@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
 	"github.com/aegis-sentinel/aegis/internal/gateway"
+	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -33,6 +34,10 @@ type serveConfig struct {
 		TokenFile string `yaml:"token_file"`
 	} `yaml:"auth"`
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// Incidents configures the incident log (see observe.go).
+	Incidents incidentsConfig `yaml:"incidents"`
+	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
+	LogFormat string `yaml:"log_format"`
 }
 
 type upstreamConfig struct {
@@ -62,6 +67,7 @@ func init() {
 		var (
 			listen, upURL, kind, configPath, policyPath, tokenFile string
 			maxBody                                                int64
+			incidentsPath, logFormat                               string
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -74,7 +80,12 @@ any OpenAI-compatible server, and every response is checked, repaired or stopped
 listens on 127.0.0.1:8088, detects the upstream's kind (llama-server, ollama, openai) and
 applies the default policy. Endpoints: POST /v1/chat/completions, POST /v1/completions,
 GET /v1/models, GET /health, and Ollama's POST /api/chat and /api/generate in front of Ollama.
-A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.`,
+A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.
+
+The same listener serves Prometheus metrics at /metrics and the live dashboard at /ui.
+Every hidden retry and halt goes to the incident log (--incidents; read it with
+aegis incidents), and each request is logged on one line (JSON unless stderr is a
+terminal; outputs only when the policy sets log_text).`,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				cfg := &serveConfig{}
@@ -99,6 +110,12 @@ A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.`,
 				if maxBody == 0 {
 					maxBody = cfg.MaxBodyBytes
 				}
+				if incidentsPath != "" {
+					cfg.Incidents.Path = incidentsPath
+				}
+				if logFormat != "" {
+					cfg.LogFormat = logFormat
+				}
 				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
 			},
 		}
@@ -110,13 +127,25 @@ A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.`,
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
+		f.StringVar(&incidentsPath, "incidents", "", "incident log (SQLite) file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents)")
+		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		return c
 	})
 }
 
 func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, tokenFile string, maxBody int64) error {
-	logger := log.New(stdio.Err, "aegis: ", log.LstdFlags)
-	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger}
+	format, err := logging.ParseFormat(cfg.LogFormat)
+	if err != nil {
+		return usageErr(err)
+	}
+	slogger := logging.New(stdio.Err, logging.Options{Format: format})
+	logger := slog.NewLogLogger(slogger.Handler(), slog.LevelWarn)
+	obs, err := startObservability(slogger, cfg.Incidents)
+	if err != nil {
+		return err
+	}
+	defer obs.Close()
+	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus}
 
 	pol, err := servePolicy(cfg, policyPath)
 	if err != nil {
@@ -179,13 +208,14 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	srv := &http.Server{Handler: obs.Handler(g), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 	auth := "no auth"
 	if g.AuthToken != "" {
 		auth = "bearer token required"
 	}
-	fmt.Fprintf(stdio.Err, "aegis: listening on http://%s, guarding %s with policy %s (%s)\n",
-		ln.Addr(), strings.Join(names, ", "), pol.Source, auth)
+	slogger.Info(fmt.Sprintf("listening on http://%s, guarding %s with policy %s (%s)", ln.Addr(), strings.Join(names, ", "), pol.Source, auth),
+		"url", "http://"+ln.Addr().String(), "dashboard", "http://"+ln.Addr().String()+"/ui/",
+		"metrics", "http://"+ln.Addr().String()+"/metrics", "incidents", obs.Incidents.Path())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -194,7 +224,8 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	fmt.Fprintln(stdio.Err, "aegis: shutting down; finishing streams in flight (up to 10s)")
+	slogger.Info("shutting down; finishing streams in flight (up to 10s)")
+	obs.CloseStreams() // dashboard streams would hold Shutdown for its whole timeout
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/dashboard"
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/logging"
+	"github.com/aegis-sentinel/aegis/internal/metrics"
+	"github.com/aegis-sentinel/aegis/internal/store"
+)
+
+// incidentsConfig is the `incidents:` section of the serve config.
+type incidentsConfig struct {
+	// Path of the SQLite incident log; empty means store.DefaultPath().
+	Path string `yaml:"path"`
+	// MaxRows and MaxAge bound the log; zero means the defaults below,
+	// negative means no limit.
+	MaxRows int           `yaml:"max_rows"`
+	MaxAge  time.Duration `yaml:"max_age"`
+}
+
+// Retention defaults for the incident log.
+const (
+	defaultIncidentRows = 100_000
+	defaultIncidentAge  = 30 * 24 * time.Hour
+)
+
+// observability is everything aegis serve runs beside the gateway, all fed
+// by one event bus: Prometheus metrics at /metrics, the live dashboard at
+// /ui, the incident log and one log line per request.
+type observability struct {
+	Bus       *events.Bus
+	Metrics   *metrics.Collector
+	Dashboard *dashboard.Dashboard
+	Incidents *store.Store
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startObservability opens the incident log and starts the subscribers.
+// Every subscription exists before it returns, so no event is missed.
+func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, error) {
+	opts := store.Options{MaxRows: ic.MaxRows, MaxAge: ic.MaxAge}
+	if opts.MaxRows == 0 {
+		opts.MaxRows = defaultIncidentRows
+	}
+	if opts.MaxAge == 0 {
+		opts.MaxAge = defaultIncidentAge
+	}
+	opts.MaxRows, opts.MaxAge = max(opts.MaxRows, 0), max(opts.MaxAge, 0)
+	path := ic.Path
+	if path == "" {
+		path = store.DefaultPath()
+	}
+	st, err := store.Open(path, opts)
+	if err != nil {
+		return nil, fmt.Errorf("incident log: %w", err)
+	}
+	o := &observability{Bus: &events.Bus{}, Incidents: st}
+	o.Metrics = metrics.New(o.Bus)
+	o.Dashboard = dashboard.New(o.Bus, st)
+	rec := store.NewRecorder(st, o.Bus)
+	rec.Logger = log
+	rec.OnAdd = o.Dashboard.IncidentAdded
+	reqlog := logging.NewRequestLog(log, o.Bus)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	for _, run := range []func(context.Context){
+		o.Metrics.Run,
+		o.Dashboard.Run,
+		func(ctx context.Context) { rec.Run(ctx) },
+		reqlog.Run,
+	} {
+		o.wg.Add(1)
+		go func() { defer o.wg.Done(); run(ctx) }()
+	}
+	return o, nil
+}
+
+// Handler serves /metrics and /ui beside api, which gets everything else.
+func (o *observability) Handler(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", o.Metrics.Handler())
+	mux.Handle("/ui", o.Dashboard)
+	mux.Handle("/ui/", o.Dashboard)
+	mux.Handle("/", api)
+	return mux
+}
+
+// CloseStreams ends the dashboard's event streams, so an HTTP server
+// shutdown does not wait on them. Call it before http.Server.Shutdown.
+func (o *observability) CloseStreams() { o.Dashboard.Close() }
+
+// Close stops the subscribers, lets the incident recorder write what it
+// had buffered, and closes the incident log.
+func (o *observability) Close() error {
+	o.Dashboard.Close()
+	o.cancel()
+	o.wg.Wait()
+	return o.Incidents.Close()
+}

@@ -1,0 +1,282 @@
+// Aegis live dashboard: rows of requests with their verdicts, a latency
+// chart, failures by reason, guard devices and recent incidents. Fed by
+// server-sent events from /ui/events; no external resources.
+"use strict";
+
+const MAX_ROWS = 60, MAX_POINTS = 60, MAX_LATENCIES = 200, MAX_INCIDENTS = 20;
+const $ = (id) => document.getElementById(id);
+const rows = new Map();   // request_id -> {tr, d}
+let latencies = [];       // finished requests: {ttft, dur, added} in ms
+let incidents = [];
+
+function el(tag, cls, text) {
+  const n = document.createElement(tag);
+  if (cls) n.className = cls;
+  if (text !== undefined && text !== null) n.textContent = text;
+  return n;
+}
+
+function ms(ns) { return ns ? ns / 1e6 : 0; }
+
+function fmtMs(v) {
+  if (!v) return "–";
+  if (v < 1) return v.toFixed(2) + " ms";
+  if (v < 10) return v.toFixed(1) + " ms";
+  if (v < 10000) return Math.round(v) + " ms";
+  return (v / 1000).toFixed(1) + " s";
+}
+
+function fmtTime(t) {
+  const d = new Date(t);
+  return isNaN(d) ? "" : d.toLocaleTimeString([], { hour12: false });
+}
+
+function shortID(id) { return id && id.length > 14 ? id.slice(0, 6) + "…" + id.slice(-6) : id || ""; }
+
+// ---- requests ---------------------------------------------------------
+
+function row(e) {
+  let r = rows.get(e.request_id);
+  if (r) return r;
+  const tr = el("tr", "new");
+  tr.dataset.requestId = e.request_id;
+  for (let i = 0; i < 8; i++) tr.appendChild(el("td"));
+  tr.cells[1].className = "id";
+  tr.cells[6].className = tr.cells[7].className = "num";
+  r = { tr, d: { time: e.time, attempts: 0, state: "running", reason: "" } };
+  rows.set(e.request_id, r);
+  $("requests").prepend(tr);
+  $("no-requests").hidden = true;
+  while (rows.size > MAX_ROWS) {
+    const [oldest] = rows.keys();
+    rows.get(oldest).tr.remove();
+    rows.delete(oldest);
+  }
+  return r;
+}
+
+function renderRow(id, r) {
+  const d = r.d, c = r.tr.cells;
+  r.tr.dataset.outcome = d.state;
+  r.tr.dataset.reason = d.reason || "";
+  c[0].textContent = fmtTime(d.time);
+  c[1].textContent = shortID(id);
+  c[1].title = id;
+  c[2].textContent = [d.model, d.upstream].filter(Boolean).join(" @ ");
+  c[3].textContent = d.attempts || "";
+  const b = el("span", "badge b-" + d.state, d.state);
+  c[4].replaceChildren(b);
+  c[5].replaceChildren(el("span", "reason", d.reason || ""));
+  c[6].textContent = fmtMs(d.ttft);
+  c[7].textContent = fmtMs(d.dur);
+}
+
+function apply(e) {
+  if (e.kind === "guard_status" || (e.kind === "verdict" && e.guard_device)) return;
+  const r = row(e), d = r.d;
+  d.model = d.model || e.model;
+  d.upstream = d.upstream || e.upstream;
+  const v = e.verdict;
+  switch (e.kind) {
+    case "request_started": d.time = e.time; break;
+    case "attempt_started": d.attempts = Math.max(d.attempts, e.attempt || 1); break;
+    case "verdict": if (v && v.verdict === "fail") d.reason = v.reason || ""; break;
+    case "retry": d.state = "retrying"; if (v) d.reason = v.reason || ""; break;
+    case "halt": d.state = "halted"; if (v) d.reason = v.reason || ""; break;
+    case "request_finished":
+      d.state = e.outcome || "released";
+      d.ttft = ms(e.ttft_ns); d.dur = ms(e.duration_ns);
+      latencies.push({ ttft: d.ttft, dur: d.dur, added: ms(e.added_ttft_ns) });
+      if (latencies.length > MAX_LATENCIES) latencies = latencies.slice(-MAX_LATENCIES);
+      scheduleChart();
+      break;
+  }
+  renderRow(e.request_id, r);
+}
+
+// ---- totals, reasons, guards -----------------------------------------
+
+function setTotals(t) {
+  const o = t.outcomes || {};
+  const total = Object.values(o).reduce((a, b) => a + b, 0);
+  $("t-total").textContent = total;
+  $("t-released").textContent = o.released || 0;
+  $("t-repaired").textContent = o.repaired || 0;
+  $("t-halted").textContent = o.halted || 0;
+  $("t-inflight").textContent = t.in_flight || 0;
+  const list = $("reasons");
+  const entries = Object.entries(t.reasons || {}).sort((a, b) => b[1] - a[1]);
+  const top = entries.length ? entries[0][1] : 1;
+  list.replaceChildren(...entries.map(([reason, n]) => {
+    const li = el("li");
+    li.dataset.reason = reason;
+    const bar = el("div", "bar");
+    bar.style.width = Math.max(2, (100 * n) / top) + "%";
+    const track = el("div");
+    track.appendChild(bar);
+    li.append(el("span", "reason", reason), track, el("span", "n", n));
+    return li;
+  }));
+  $("no-reasons").hidden = entries.length > 0;
+}
+
+function setGuards(g) {
+  const entries = Object.entries(g || {}).sort();
+  $("guards").replaceChildren(...entries.map(([device, s]) => {
+    const li = el("li");
+    li.dataset.device = device;
+    const left = el("span", null, device);
+    if (s.child) left.title = s.child;
+    const info = [];
+    if (s.calls) info.push(s.calls + " calls");
+    if (s.last_ns) info.push("last " + fmtMs(ms(s.last_ns)));
+    if (s.failures) info.push(s.failures + " failed");
+    const right = el("span");
+    right.append(el("span", "reason", info.join(" · ") + "  "), el("span", "state s-" + (s.state || "unknown"), s.state || "unknown"));
+    if (s.error) right.title = s.error;
+    li.append(left, right);
+    return li;
+  }));
+  $("no-guards").hidden = entries.length > 0;
+}
+
+function quantile(xs, q) {
+  const v = xs.filter((x) => x > 0).sort((a, b) => a - b);
+  return v.length ? v[Math.min(v.length - 1, Math.floor(q * v.length))] : 0;
+}
+
+// ---- chart --------------------------------------------------------------
+
+let chartPending = false;
+function scheduleChart() {
+  if (chartPending) return;
+  chartPending = true;
+  requestAnimationFrame(() => { chartPending = false; drawChart(); });
+}
+
+function drawChart() {
+  $("t-ttft").textContent = fmtMs(quantile(latencies.map((p) => p.ttft), 0.5));
+  $("t-added").textContent = fmtMs(quantile(latencies.map((p) => p.added), 0.95));
+  const svg = $("chart"), W = 480, H = 190, L = 46, R = 8, T = 8, B = 18;
+  const pts = latencies.slice(-MAX_POINTS);
+  const all = pts.flatMap((p) => [p.ttft, p.dur, p.added]).filter((x) => x > 0);
+  let lo = Math.floor(Math.log10(Math.min(...all, 1))), hi = Math.ceil(Math.log10(Math.max(...all, 10)));
+  if (hi - lo < 2) lo = hi - 2;
+  const y = (v) => T + (H - T - B) * (1 - (Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo));
+  const x = (i) => L + (W - L - R) * (pts.length > 1 ? i / (pts.length - 1) : 0.5);
+  const ns = "http://www.w3.org/2000/svg", parts = [];
+  const mk = (tag, attrs, text) => {
+    const n = document.createElementNS(ns, tag);
+    for (const k in attrs) n.setAttribute(k, attrs[k]);
+    if (text) n.textContent = text;
+    parts.push(n);
+  };
+  for (let p = lo; p <= hi; p++) {
+    const v = 10 ** p;
+    mk("line", { x1: L, x2: W - R, y1: y(v), y2: y(v), class: "grid" });
+    mk("text", { x: L - 6, y: y(v) + 3, "text-anchor": "end" }, v >= 1000 ? v / 1000 + " s" : v + " ms");
+  }
+  mk("text", { x: L, y: H - 4 }, pts.length ? "older" : "no finished requests yet");
+  if (pts.length) mk("text", { x: W - R, y: H - 4, "text-anchor": "end" }, "newest");
+  for (const [key, cls] of [["dur", "dur"], ["ttft", "ttft"], ["added", "added"]]) {
+    const xy = pts.map((p, i) => (p[key] > 0 ? [x(i).toFixed(1), y(p[key]).toFixed(1)] : null)).filter(Boolean);
+    if (xy.length > 1) mk("polyline", { points: xy.map((p) => p.join(",")).join(" "), class: cls });
+    if (xy.length <= 30) for (const [cx, cy] of xy) mk("circle", { cx, cy, r: 2.5, class: "dot " + cls });
+  }
+  svg.replaceChildren(...parts);
+}
+
+// ---- incidents ----------------------------------------------------------
+
+function incidentNode(inc) {
+  const box = el("div", "incident");
+  box.dataset.incidentId = inc.id;
+  box.dataset.reason = inc.reason || "";
+  const meta = el("div", "meta");
+  meta.append(
+    el("span", "badge " + (inc.kind === "halt" ? "b-halted" : "b-retrying"), inc.kind === "halt" ? "halted" : "retried"),
+    el("strong", null, "#" + inc.id + " " + (inc.reason || "")),
+    el("span", "reason", "→ " + inc.action + " · risk " + inc.risk),
+    el("span", "req", [inc.model, inc.upstream].filter(Boolean).join(" @ ")),
+    el("span", "req", "request " + shortID(inc.request_id) + (inc.attempt ? ", attempt " + inc.attempt : "")),
+    el("span", "when", fmtTime(inc.time)),
+  );
+  box.appendChild(meta);
+  const findings = inc.findings || [];
+  if (findings.length) {
+    const ol = el("ol");
+    for (const f of findings) {
+      const where = f.end > f.start + 1 ? "bytes " + f.start + "–" + f.end : "byte " + f.start;
+      ol.appendChild(el("li", null, (f.check || "check") + ": " + (f.message || f.reason) + " (" + where + ")"));
+    }
+    box.appendChild(ol);
+  }
+  if (inc.has_text) {
+    const pre = el("pre");
+    for (const s of inc.segments || []) {
+      if (s.findings && s.findings.length) {
+        const m = el("mark", null, s.text);
+        m.title = s.findings.map((i) => findings[i] && findings[i].message).filter(Boolean).join("; ");
+        pre.appendChild(m);
+      } else pre.appendChild(document.createTextNode(s.text));
+    }
+    box.appendChild(pre);
+  } else {
+    const p = el("p", "notext", "no output text recorded");
+    p.title = "Output text is kept only when the policy sets log_text: true; the findings give byte offsets.";
+    box.appendChild(p);
+  }
+  return box;
+}
+
+// addIncidents merges incidents by id, newest first: a fetch answered late
+// must not drop those that arrived live meanwhile.
+function addIncidents(list) {
+  const byID = new Map(incidents.map((i) => [i.id, i]));
+  for (const i of list) byID.set(i.id, i);
+  incidents = [...byID.values()].sort((a, b) => b.id - a.id).slice(0, MAX_INCIDENTS);
+  renderIncidents();
+}
+
+function renderIncidents() {
+  $("incidents").replaceChildren(...incidents.map(incidentNode));
+  $("no-incidents").hidden = incidents.length > 0;
+}
+
+async function loadIncidents() {
+  try {
+    const r = await fetch("api/incidents?limit=" + MAX_INCIDENTS);
+    if (!r.ok) return;
+    addIncidents((await r.json()).incidents || []);
+  } catch (_) { /* retried on the next snapshot */ }
+}
+
+// ---- stream -------------------------------------------------------------
+
+function connect() {
+  const src = new EventSource("events");
+  const conn = $("conn");
+  src.onopen = () => { conn.textContent = "live"; conn.className = "pill on"; };
+  src.onerror = () => { conn.textContent = "reconnecting…"; conn.className = "pill off"; };
+  src.addEventListener("snapshot", (m) => {
+    const s = JSON.parse(m.data);
+    rows.clear();
+    $("requests").replaceChildren();
+    latencies = [];
+    for (const e of s.events || []) apply(e);
+    for (const r of rows.values()) r.tr.classList.remove("new");
+    setTotals(s.totals || {});
+    setGuards(s.guards);
+    scheduleChart();
+    loadIncidents();
+  });
+  src.addEventListener("event", (m) => apply(JSON.parse(m.data)));
+  src.addEventListener("totals", (m) => setTotals(JSON.parse(m.data)));
+  src.addEventListener("guards", (m) => setGuards(JSON.parse(m.data)));
+  src.addEventListener("incident", (m) => {
+    addIncidents([JSON.parse(m.data)]);
+  });
+}
+
+drawChart();
+connect();
