@@ -14,7 +14,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
+func runCheckCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, &IO{In: strings.NewReader(stdin), Out: &out, Err: &errb})
@@ -33,7 +33,7 @@ func TestCheckOrderAndMalformed(t *testing.T) {
 			fmt.Fprintf(&in, `{"id":"c%d","request":{"messages":[{"role":"user","content":"Say hi."}]},"output":"Hi there, nice to meet you."}`+"\n", i)
 		}
 	}
-	out, _, code := runCLI(t, in.String(), "check", "--workers", "3")
+	out, _, code := runCheckCLI(t, in.String(), "check", "--workers", "3")
 	if code != ExitFailure {
 		t.Errorf("exit %d, want %d (a malformed line fails)", code, ExitFailure)
 	}
@@ -89,7 +89,7 @@ func TestCheckExitCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errs, code := runCLI(t, "", tc.args...)
+			_, errs, code := runCheckCLI(t, "", tc.args...)
 			if code != tc.code || !strings.Contains(errs, tc.errLike) {
 				t.Errorf("exit %d stderr %q, want %d and %q", code, errs, tc.code, tc.errLike)
 			}
@@ -100,7 +100,7 @@ func TestCheckExitCodes(t *testing.T) {
 func TestCheckLongLine(t *testing.T) {
 	long := `{"id":"big","request":{"messages":[]},"output":"` + strings.Repeat("a", 17<<20) + `"}`
 	in := long + "\n" + `{"id":"after","request":{"messages":[]},"output":"ok"}` + "\n"
-	out, _, code := runCLI(t, in, "check")
+	out, _, code := runCheckCLI(t, in, "check")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != ExitFailure || len(lines) != 2 || !strings.Contains(lines[0], "stdin:1: line longer than") || !strings.Contains(lines[1], `"after"`) {
 		t.Errorf("exit %d, out %.300q", code, out)
@@ -108,7 +108,7 @@ func TestCheckLongLine(t *testing.T) {
 }
 
 func TestValidatorsCommand(t *testing.T) {
-	out, _, code := runCLI(t, "", "validators", "--json")
+	out, _, code := runCheckCLI(t, "", "validators", "--json")
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -124,7 +124,7 @@ func TestValidatorsCommand(t *testing.T) {
 	if len(doc.Reasons) != 15 || doc.Reasons[0].Reason != "invalid_json" {
 		t.Errorf("reasons = %+v", doc.Reasons)
 	}
-	out, _, code = runCLI(t, "", "validators")
+	out, _, code = runCheckCLI(t, "", "validators")
 	if code != ExitOK || !strings.Contains(out, "secret_leak") {
 		t.Errorf("text listing: exit %d %q", code, out)
 	}

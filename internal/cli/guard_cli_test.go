@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-func runCLI(t *testing.T, args ...string) (int, string, string) {
+func runGuardCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, &IO{In: strings.NewReader(""), Out: &out, Err: &errb})
@@ -26,7 +26,7 @@ func TestEvalJSONLFile(t *testing.T) {
 	if err := os.WriteFile(f, []byte(lines), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runCLI(t, "eval", "--json", f)
+	code, out, errs := runGuardCLI(t, "eval", "--json", f)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -37,7 +37,7 @@ func TestEvalJSONLFile(t *testing.T) {
 	if rs[0]["pos"].(float64) != 1 || rs[0]["neg"].(float64) != 1 {
 		t.Errorf("counts: %v", rs[0])
 	}
-	code, out, _ = runCLI(t, "eval", f)
+	code, out, _ = runGuardCLI(t, "eval", f)
 	if code != ExitOK || !strings.Contains(out, "recall@1%FPR") || !strings.Contains(out, "cases.jsonl") {
 		t.Errorf("table exit %d:\n%s", code, out)
 	}
@@ -52,7 +52,7 @@ func TestEvalUsageErrors(t *testing.T) {
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
-			if code, _, _ := runCLI(t, args...); code != ExitUsage {
+			if code, _, _ := runGuardCLI(t, args...); code != ExitUsage {
 				t.Errorf("exit %d, want %d", code, ExitUsage)
 			}
 		})
@@ -60,7 +60,7 @@ func TestEvalUsageErrors(t *testing.T) {
 }
 
 func TestTrainBadData(t *testing.T) {
-	code, _, errs := runCLI(t, "train", "--data", t.TempDir(), "--out", filepath.Join(t.TempDir(), "m.bin"))
+	code, _, errs := runGuardCLI(t, "train", "--data", t.TempDir(), "--out", filepath.Join(t.TempDir(), "m.bin"))
 	if code != ExitFailure || !strings.Contains(errs, "train") {
 		t.Errorf("exit %d: %s", code, errs)
 	}

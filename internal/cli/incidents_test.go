@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,15 +13,6 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/store"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
-
-func runCLI(t *testing.T, args ...string) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, &IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-	return out.String(), errb.String(), code
-}
 
 // writeIncidents fills a log the way aegis serve would, then closes it, so
 // the command reads what a previous process wrote.

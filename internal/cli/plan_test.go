@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,15 +9,6 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/gguf/synth"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
-
-func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = Run(context.Background(), args, &IO{In: strings.NewReader(""), Out: &out, Err: &errb})
-	return out.String(), errb.String(), code
-}
 
 // Device sets of the acceptance: the seeds' boxes and a CPU-only one.
 var (
