@@ -42,7 +42,7 @@ it); scoring takes well under a millisecond, so the hold-back is one sentence. A
 above the head's threshold (set at training time on held-out data, or the calibrated
 probability in threshold) fails the output with unsafe_content or prompt_injection.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection, validator.ReasonGuardUnavailable},
-		Example: "guard:\n  heads: [unsafe_content, prompt_injection]\n  cadence_tokens: 32\n  fail_open: false\n",
+		Example: "heads: [unsafe_content, prompt_injection]\ncadence_tokens: 32\nfail_open: false\n",
 		Config:  func() any { return &OutputConfig{} },
 		New: func(cfg any, _ *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*OutputConfig)

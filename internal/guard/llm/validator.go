@@ -53,7 +53,7 @@ pinned id_slot. A call that fails or outlives the deadline yields guard_unavaila
 fail_open is set, in which case the text is released unjudged.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
 			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
-		Example: "guard_llm:\n  url: http://127.0.0.1:8081\n  kind: llama\n  task: safety\n  deadline: 2s\n  fail_open: false\n  cadence_tokens: 64\n  id_slot: 0\n",
+		Example: "url: http://127.0.0.1:8081\nkind: llama\ntask: safety\ndeadline: 2s\nfail_open: false\ncadence_tokens: 64\nid_slot: 0\n",
 		Config:  func() any { return &Config{} },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
