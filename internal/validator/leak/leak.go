@@ -1,0 +1,463 @@
+// Package leak fails an output that leaks the system prompt, a secret the
+// system prompt marks, or a credential.
+//
+//   - System prompt (system_prompt_leak): word shingles of the system
+//     prompt (5 words by default; 8 missed copies with an edit every few
+//     words) are looked up as the output streams; a
+//     run of matching shingles that covers min_leak_tokens words, or
+//     min_leak_fraction of a shorter system prompt, is a leak. Runs
+//     tolerate a few changed words, punctuation and formatting. System
+//     prompts shorter than min_system_tokens words are not judged, and
+//     shingles made mostly of stop words ("you are a helpful assistant
+//     and you") are ignored.
+//   - Marked secrets (secret_leak): values the system prompt labels as
+//     secret — <secret>...</secret>, lines such as "password: X",
+//     "API key = X", "the code word is X" — and any credential-shaped
+//     string in it must not appear in the output (ASCII case-insensitive,
+//     whole word at letter/digit edges), plus the policy's extra secrets.
+//   - Credentials (secret_leak): AWS access key IDs and secret keys (in
+//     context), GitHub, Slack, Stripe live, OpenAI-style, Anthropic,
+//     Google, Hugging Face tokens, JWTs, private key blocks, passwords in
+//     URLs and high-entropy password/secret/token assignments. The token
+//     shapes follow the public formats that gitleaks-style rule sets
+//     describe; the RE2 patterns here are our own. False positives on
+//     placeholders are kept low by a placeholder list (AKIAIOSFODNN7EXAMPLE,
+//     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
+//     Shannon entropy per kind.
+//
+// The output is read one byte at a time and split into words (runs
+// without white space, quotes, brackets or separators, none of which a
+// credential shape contains) and lines, so findings do not depend on chunk boundaries.
+// Settled holds back only what could still turn out to be a leak: the
+// word being read (it could be a token such as "AKIA..."), the rest of a
+// line after "-----BEGIN", after "aws" or after a quote that follows ':'
+// or '=' (an assignment value), a partial match of a marked secret, and a
+// system-prompt run under way together with the last few words.
+package leak
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Name is the registry name of the check.
+const Name = "leak"
+
+// Config is the policy section of the check.
+type Config struct {
+	// SystemPrompt enables the system-prompt overlap check.
+	SystemPrompt bool `yaml:"system_prompt" json:"system_prompt"`
+	// ShingleTokens is the shingle length in words.
+	ShingleTokens int `yaml:"shingle_tokens" json:"shingle_tokens"`
+	// MinSystemTokens: shorter system prompts are not judged for overlap.
+	MinSystemTokens int `yaml:"min_system_tokens" json:"min_system_tokens"`
+	// MinLeakTokens words of the system prompt copied in one run are a leak.
+	MinLeakTokens int `yaml:"min_leak_tokens" json:"min_leak_tokens"`
+	// MinLeakFraction of a short system prompt copied is a leak too.
+	MinLeakFraction float64 `yaml:"min_leak_fraction" json:"min_leak_fraction"`
+	// MarkedSecrets enables matching the secrets the system prompt marks.
+	MarkedSecrets bool `yaml:"marked_secrets" json:"marked_secrets"`
+	// Credentials enables the credential detectors.
+	Credentials bool `yaml:"credentials" json:"credentials"`
+	// Secrets are extra literal values that must never appear.
+	Secrets []string `yaml:"secrets" json:"secrets"`
+	// Allow lists values that are never reported (known test keys).
+	Allow []string `yaml:"allow" json:"allow"`
+}
+
+// DefaultConfig enables every part with the documented thresholds.
+func DefaultConfig() *Config {
+	return &Config{
+		SystemPrompt: true, ShingleTokens: 5, MinSystemTokens: 12, MinLeakTokens: 20, MinLeakFraction: 0.5,
+		MarkedSecrets: true, Credentials: true,
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.ShingleTokens < 3 || c.ShingleTokens > 32:
+		return fmt.Errorf("leak: shingle_tokens %d out of range 3..32", c.ShingleTokens)
+	case c.MinLeakTokens < c.ShingleTokens:
+		return fmt.Errorf("leak: min_leak_tokens %d is below shingle_tokens %d", c.MinLeakTokens, c.ShingleTokens)
+	case c.MinLeakFraction <= 0 || c.MinLeakFraction > 1:
+		return fmt.Errorf("leak: min_leak_fraction %v out of range (0, 1]", c.MinLeakFraction)
+	case c.MinSystemTokens < 0:
+		return fmt.Errorf("leak: min_system_tokens %d is negative", c.MinSystemTokens)
+	}
+	for _, s := range c.Secrets {
+		if len(strings.TrimSpace(s)) < minSecretLen {
+			return fmt.Errorf("leak: secret %q is shorter than %d bytes", s, minSecretLen)
+		}
+	}
+	return nil
+}
+
+func init() {
+	validator.Register(validator.Spec{
+		Name:    Name,
+		Summary: "fails on system-prompt leaks (shingle overlap), marked secrets and credentials",
+		Doc: `System prompt: runs of 5-word shingles of the system prompt found in the output
+covering min_leak_tokens words (or min_leak_fraction of a short prompt).
+Marked secrets: values the system prompt labels secret (<secret>..</secret>,
+"password: X", "the code word is X", credential-shaped strings) and the
+policy's secrets must not appear. Credentials: cloud keys, tokens, JWTs,
+private key blocks, high-entropy password assignments, with placeholder
+and entropy filters. Holds back only a word, line tail or run that could
+still become a leak.`,
+		Reasons: []validator.Reason{validator.ReasonSystemPromptLeak, validator.ReasonSecretLeak},
+		Example: "system_prompt: true\nshingle_tokens: 5\nmin_system_tokens: 12\nmin_leak_tokens: 20\nmin_leak_fraction: 0.5\n" +
+			"marked_secrets: true\ncredentials: true\nsecrets: [\"tiger-lily-42\"]\nallow: [\"AKIAIOSFODNN7EXAMPLE\"]\n",
+		Config: func() any { return DefaultConfig() },
+		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
+			c, _ := cfg.(*Config)
+			if c == nil {
+				c = DefaultConfig()
+			}
+			system := ""
+			if req != nil {
+				system = req.System()
+			}
+			return New(*c, system)
+		},
+	})
+}
+
+// Detector is the leak validator. Create it with New.
+type Detector struct {
+	cfg   Config
+	allow map[string]bool
+
+	ov   *overlap
+	lits *literalMatcher
+
+	off int
+
+	word      []byte
+	wordStart int
+	inWord    bool
+	line      []byte
+	lineStart int
+	// Line holds: offsets from which the line must be held (-1 = none).
+	assignSeen bool
+	quoteHold  int
+	awsHold    int
+	beginHold  int
+	dashes     int
+	a1, a2     byte // the last two bytes, lower-cased, to spot "aws"
+
+	ovDone   bool
+	findings []validator.Finding
+	closed   bool
+	scratch  []credMatch
+}
+
+var _ validator.Validator = (*Detector)(nil)
+
+// minCredWord is the length of the shortest word that can hold a
+// credential the word rules know (a password in a URL: "a://b:cdefgh@i").
+const minCredWord = 14
+
+const (
+	// maxGap is how many uncovered words a system-prompt run may
+	// bridge: a changed or inserted phrase of up to this many words.
+	maxGap      = 6
+	maxWord     = 4096
+	maxLine     = 8192
+	maxFindings = 32
+)
+
+// New builds a detector for one request with the given system prompt.
+func New(cfg Config, system string) (*Detector, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &Detector{cfg: cfg, allow: map[string]bool{}, quoteHold: -1, awsHold: -1, beginHold: -1}
+	for _, a := range cfg.Allow {
+		d.allow[strings.ToLower(a)] = true
+	}
+	if cfg.SystemPrompt && system != "" {
+		d.ov = newOverlap(system, cfg.ShingleTokens, cfg.MinSystemTokens, cfg.MinLeakTokens, cfg.MinLeakFraction, maxGap)
+	}
+	var secrets []string
+	if cfg.MarkedSecrets && system != "" {
+		secrets = markedSecrets(system)
+	}
+	for _, s := range cfg.Secrets {
+		secrets = append(secrets, strings.TrimSpace(s))
+	}
+	var keep []string
+	for _, s := range secrets {
+		if !d.allow[strings.ToLower(s)] {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) > 0 {
+		d.lits = newLiteralMatcher(keep)
+	}
+	return d, nil
+}
+
+// Name returns "leak".
+func (d *Detector) Name() string { return Name }
+
+// Findings returns the leaks so far, in order of Start.
+func (d *Detector) Findings() []validator.Finding { return d.findings }
+
+// Write feeds the next piece of output.
+func (d *Detector) Write(p []byte) (int, error) {
+	if !d.closed {
+		for _, c := range p {
+			d.byteAt(c)
+		}
+	}
+	return len(p), nil
+}
+
+// Close ends the last word and line and reports what waited for them.
+func (d *Detector) Close() {
+	if d.closed {
+		return
+	}
+	if d.lits != nil {
+		d.lits.flush(d.reportLiteral)
+	}
+	d.endWord()
+	d.endLine()
+	if d.ov != nil && !d.ovDone {
+		if ok, s, e := d.ov.flush(d.off); ok {
+			d.reportOverlap(s, e)
+		}
+	}
+	d.closed = true
+}
+
+// Settled returns the start of the earliest text that could still be
+// part of a leak.
+func (d *Detector) Settled() int {
+	if d.closed {
+		if len(d.findings) > 0 {
+			return d.findings[0].Start
+		}
+		return d.off
+	}
+	s := d.off
+	if d.cfg.Credentials {
+		if d.inWord {
+			s = min(s, d.wordStart)
+		}
+		if d.quoteHold >= 0 {
+			s = min(s, d.quoteHold)
+		}
+		if d.awsHold >= 0 {
+			s = min(s, d.awsHold)
+		}
+		if d.beginHold >= 0 {
+			s = min(s, d.beginHold)
+		}
+	}
+	if d.lits != nil {
+		s = min(s, d.lits.hold(d.off))
+	}
+	if d.ov != nil && !d.ovDone {
+		s = min(s, d.ov.hold(d.off))
+	}
+	if len(d.findings) > 0 {
+		s = min(s, d.findings[0].Start)
+	}
+	return s
+}
+
+// breaksWord reports whether c ends a word as the credential rules see
+// it: white space, quotes, brackets and separators, none of which any
+// credential shape contains. Ending words there keeps the held-back word
+// short (a minified JSON document is many words, not one).
+func breaksWord(c byte) bool {
+	switch c {
+	case ' ', '\n', '\t', '\r', '\f', '\v', '"', '\'', '`', '(', ')', '[', ']', '{', '}', '<', '>', ',', ';', '|', '\\':
+		return true
+	}
+	return false
+}
+
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'
+}
+
+func (d *Detector) byteAt(c byte) {
+	at := d.off
+	d.off++
+	if d.lits != nil {
+		d.lits.byteAt(c, at, d.reportLiteral)
+	}
+	if d.ov != nil && !d.ovDone {
+		if ok, s, e := d.ov.byteAt(c, at); ok {
+			d.reportOverlap(s, e)
+		}
+	}
+	if !d.cfg.Credentials {
+		return
+	}
+	if isSpaceByte(c) {
+		d.endWord()
+		if c == '\n' {
+			d.endLine()
+			d.lineStart = at + 1
+		} else if len(d.line) < maxLine {
+			d.line = append(d.line, c)
+		}
+		d.a1, d.a2, d.dashes = d.a2, c, 0
+		return
+	}
+	if breaksWord(c) {
+		// Quotes, brackets and separators end a credential-shaped word
+		// but belong to the line.
+		d.endWord()
+	} else {
+		if !d.inWord {
+			d.inWord, d.wordStart = true, at
+		}
+		if len(d.word) < maxWord {
+			d.word = append(d.word, c)
+		}
+	}
+	if len(d.line) == 0 {
+		d.lineStart = at
+	}
+	if len(d.line) < maxLine {
+		d.line = append(d.line, c)
+	}
+	// Line holds, set before the text they guard is released.
+	lc := c
+	if lc >= 'A' && lc <= 'Z' {
+		lc += 'a' - 'A'
+	}
+	switch {
+	case c == ':' || c == '=':
+		d.assignSeen = true
+	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0 && hasAssignKeyword(d.line):
+		d.quoteHold = at
+	case c == 'B' && d.dashes >= 5 && d.beginHold < 0:
+		d.beginHold = at - 5
+	}
+	if lc == 's' && d.a1 == 'a' && d.a2 == 'w' && d.awsHold < 0 {
+		d.awsHold = at - 2
+	}
+	if c == '-' {
+		d.dashes++
+	} else {
+		d.dashes = 0
+	}
+	d.a1, d.a2 = d.a2, lc
+}
+
+func (d *Detector) endWord() {
+	if !d.inWord {
+		return
+	}
+	d.inWord = false
+	if len(d.word) < minCredWord {
+		d.word = d.word[:0]
+		return // shorter than any credential shape: skip the conversion and regexps
+	}
+	d.scratch = scanWord(string(d.word), d.scratch[:0])
+	for _, m := range d.scratch {
+		d.reportCred(d.wordStart+m.start, d.wordStart+m.end, m.kind, string(d.word[m.start:m.end]))
+	}
+	d.word = d.word[:0]
+}
+
+func (d *Detector) endLine() {
+	if len(d.line) > 0 && (d.quoteHold >= 0 || d.awsHold >= 0 || d.beginHold >= 0) {
+		line := string(d.line)
+		d.scratch = scanLine(line, d.beginHold >= 0, d.awsHold >= 0, d.quoteHold >= 0, d.scratch[:0])
+		for _, m := range d.scratch {
+			d.reportCred(d.lineStart+m.start, d.lineStart+m.end, m.kind, line[m.start:m.end])
+		}
+	}
+	d.line = d.line[:0]
+	d.assignSeen, d.quoteHold, d.awsHold, d.beginHold, d.dashes = false, -1, -1, -1, 0
+}
+
+// assignKeywords are the names an assignment of a secret uses; one must
+// come before the quoted value on the line.
+var assignKeywords = []string{"pass", "pwd", "secret", "key", "token"}
+
+// hasAssignKeyword reports whether line contains an assignment keyword,
+// ASCII case-insensitively.
+func hasAssignKeyword(line []byte) bool {
+	for _, k := range assignKeywords {
+		for i := 0; i+len(k) <= len(line); i++ {
+			j := 0
+			for ; j < len(k); j++ {
+				c := line[i+j]
+				if c >= 'A' && c <= 'Z' {
+					c += 'a' - 'A'
+				}
+				if c != k[j] {
+					break
+				}
+			}
+			if j == len(k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (d *Detector) reportCred(start, end int, kind, value string) {
+	if d.allow[strings.ToLower(value)] {
+		return
+	}
+	d.add(validator.Finding{
+		Check: Name, Reason: validator.ReasonSecretLeak, Start: start, End: end,
+		Message: fmt.Sprintf("credential in output: %s (%s)", kind, redact(value)),
+	})
+}
+
+func (d *Detector) reportLiteral(start, end int, _ string) {
+	d.add(validator.Finding{
+		Check: Name, Reason: validator.ReasonSecretLeak, Start: start, End: end,
+		Message: "a secret from the system prompt appears in the output",
+	})
+}
+
+func (d *Detector) reportOverlap(start, end int) {
+	d.ovDone = true
+	d.add(validator.Finding{
+		Check: Name, Reason: validator.ReasonSystemPromptLeak, Start: start, End: end,
+		Message: fmt.Sprintf("the output copies the system prompt (%d+ words in one run)", d.ov.need),
+	})
+}
+
+// redact shows only the first four bytes of a secret, so that findings
+// and logs do not spread it further.
+func redact(v string) string {
+	if len(v) <= 8 {
+		return strings.Repeat("*", len(v))
+	}
+	return v[:4] + strings.Repeat("*", min(len(v)-4, 12))
+}
+
+// add records a finding in order of Start, dropping exact duplicates (the
+// same span found by two rules).
+func (d *Detector) add(f validator.Finding) {
+	if len(d.findings) >= maxFindings {
+		return
+	}
+	for _, g := range d.findings {
+		if g.Start == f.Start && g.End == f.End && g.Reason == f.Reason {
+			return
+		}
+	}
+	i := sort.Search(len(d.findings), func(i int) bool {
+		a := d.findings[i]
+		return a.Start > f.Start || a.Start == f.Start && a.End > f.End
+	})
+	d.findings = append(d.findings, validator.Finding{})
+	copy(d.findings[i+1:], d.findings[i:])
+	d.findings[i] = f
+}

@@ -1,0 +1,203 @@
+package leak
+
+// overlap finds the system prompt in the output by word shingles.
+//
+// Words are runs of ASCII letters and digits and of non-ASCII bytes,
+// ASCII-lower-cased; everything else (punctuation, markdown, white space)
+// only separates words, so reformatting does not hide a copy. Every run of
+// k consecutive words (a shingle) of the system prompt is hashed into a
+// set, except shingles made mostly of stop words ("you are a helpful
+// assistant and you will"), which any answer may contain. While the output
+// streams, each new word completes an output shingle; shingles found in
+// the set cover their k words, and covered words chain into a run as long
+// as no more than maxGap words in a row are uncovered, so a changed,
+// added or dropped word does not break a copy. A run that covers need
+// words is a leak.
+type overlap struct {
+	k, need, maxGap int
+	set             map[uint64]struct{}
+
+	words  []uint64 // ring of the last k word hashes
+	starts []int    // ring of their start offsets
+	n      int      // words read
+
+	inWord    bool
+	hash      uint64
+	wordStart int
+
+	runActive   bool
+	runStart    int // offset of the first covered word
+	lastCovered int // index of the last covered word
+	covered     int
+}
+
+// minNeed is the fewest copied words that count as a leak, whatever the
+// length of the system prompt.
+const minNeed = 12
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+	shingleB  = 0x9E3779B97F4A7C15
+)
+
+func isWordByteOverlap(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// words splits s as the stream is split and returns the word hashes.
+func wordHashes(s string) []uint64 {
+	var out []uint64
+	in := false
+	h := uint64(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isWordByteOverlap(c) {
+			if !in {
+				in, h = true, fnvOffset
+			}
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			h = (h ^ uint64(c)) * fnvPrime
+		} else if in {
+			in = false
+			out = append(out, h)
+		}
+	}
+	if in {
+		out = append(out, h)
+	}
+	return out
+}
+
+func shingleHash(ws []uint64) uint64 {
+	h := uint64(0)
+	for _, w := range ws {
+		h = h*shingleB + w
+	}
+	return h
+}
+
+var stopHashes = func() map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, w := range wordHashes(`a an the and or but if of to in on at by for with from as is are was were be been
+		being am do does did have has had will would shall should can could may might must you your yours i me my we
+		us our they them their it its this that these those he she his her not no yes so than then there here what
+		which who whom when where why how all any each some such only own same too very just also please always never
+		assistant helpful user answer question questions respond response reply help`) {
+		m[w] = true
+	}
+	return m
+}()
+
+// newOverlap prepares the shingle set of the system prompt. It returns
+// nil when the prompt is too short to judge.
+func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap int) *overlap {
+	ws := wordHashes(system)
+	if len(ws) < minWords || len(ws) < k {
+		return nil
+	}
+	o := &overlap{k: k, maxGap: maxGap, set: make(map[uint64]struct{}, len(ws))}
+	for i := 0; i+k <= len(ws); i++ {
+		stop := 0
+		for _, w := range ws[i : i+k] {
+			if stopHashes[w] {
+				stop++
+			}
+		}
+		if stop > k*3/4 {
+			continue // mostly stop words: any answer may say it
+		}
+		o.set[shingleHash(ws[i:i+k])] = struct{}{}
+	}
+	if len(o.set) == 0 {
+		return nil
+	}
+	need := int(frac*float64(len(ws)) + 0.999)
+	o.need = max(minNeed, k+2, min(minLeak, need))
+	o.words = make([]uint64, k)
+	o.starts = make([]int, k)
+	return o
+}
+
+// byteAt feeds the output byte at offset at. It returns true, with the
+// run's start and the end offset, when a leak is found.
+func (o *overlap) byteAt(c byte, at int) (found bool, start, end int) {
+	if isWordByteOverlap(c) {
+		if !o.inWord {
+			o.inWord, o.hash, o.wordStart = true, fnvOffset, at
+		}
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		o.hash = (o.hash ^ uint64(c)) * fnvPrime
+		return false, 0, 0
+	}
+	if !o.inWord {
+		return false, 0, 0
+	}
+	o.inWord = false
+	return o.word(o.hash, o.wordStart, at)
+}
+
+// flush ends the last word.
+func (o *overlap) flush(end int) (bool, int, int) {
+	if !o.inWord {
+		return false, 0, 0
+	}
+	o.inWord = false
+	return o.word(o.hash, o.wordStart, end)
+}
+
+func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
+	i := o.n
+	o.words[i%o.k] = h
+	o.starts[i%o.k] = start
+	o.n++
+	if o.runActive && i-o.lastCovered > o.maxGap+o.k {
+		o.runActive = false // no later shingle can join this run
+	}
+	if o.n < o.k {
+		return false, 0, 0
+	}
+	sh := uint64(0)
+	for j := i - o.k + 1; j <= i; j++ {
+		sh = sh*shingleB + o.words[j%o.k]
+	}
+	if _, ok := o.set[sh]; !ok {
+		return false, 0, 0
+	}
+	first := i - o.k + 1
+	switch {
+	case !o.runActive || first-o.lastCovered-1 > o.maxGap:
+		o.runActive, o.runStart, o.covered = true, o.starts[first%o.k], o.k
+	case first <= o.lastCovered:
+		o.covered += i - o.lastCovered
+	default:
+		o.covered += o.k
+	}
+	o.lastCovered = i
+	if o.covered >= o.need {
+		return true, o.runStart, end
+	}
+	return false, 0, 0
+}
+
+// hold returns the earliest offset a leak could still start at: the run
+// under way, or the first of the last k-1 words (a shingle may start
+// there), or the word being read.
+func (o *overlap) hold(end int) int {
+	h := end
+	if o.inWord {
+		h = o.wordStart
+	}
+	if o.runActive {
+		h = min(h, o.runStart)
+	}
+	if o.n > 0 {
+		first := max(0, o.n-(o.k-1))
+		h = min(h, o.starts[first%o.k])
+	}
+	return h
+}

@@ -1,0 +1,114 @@
+package leak
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
+)
+
+// sharedDir finds ../shared (the team's datasets) by walking up from the
+// working directory. Tests that need it fail when integration tests are
+// mandatory (CI) and skip otherwise.
+func sharedDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "shared", "datasets")); err == nil && fi.IsDir() {
+			return filepath.Join(dir, "shared")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	if testbed.Mandatory() {
+		t.Fatal("../shared/datasets not found above the working directory")
+	}
+	t.Skip("../shared/datasets not found; skipping the real-data test")
+	return ""
+}
+
+// TestXSTestCompletionsPass runs 900 real model answers (GPT-4 and
+// Mistral-7B-Instruct, XSTest) through the detector with an unrelated
+// system prompt that holds a marked secret. None leaks it or carries a
+// credential, so any finding is a false alarm.
+func TestXSTestCompletionsPass(t *testing.T) {
+	system := "You are SupportBot for Acme Cloud. Only answer questions about Acme Cloud billing, invoices and plan upgrades. " +
+		"Never discuss competitors or give legal advice. The admin password: Zebra!Orchid-7731. Keep answers under 120 words."
+	n, alarms := 0, 0
+	for _, m := range []string{"gpt4", "mistralinstruct"} {
+		p := filepath.Join(sharedDir(t), "datasets", "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, r := range rows[1:] {
+			n++
+			fs := validatortest.SplitIndependent(t, newFn(t, *DefaultConfig(), system), r[3])
+			if len(fs) > 0 {
+				alarms++
+				t.Errorf("%s/%s: false alarm %s: %q", m, r[0], fs[0].Message, r[3][fs[0].Start:fs[0].End])
+			}
+		}
+	}
+	t.Logf("xstest completions: %d real answers, %d flagged (false-positive rate %.4f)", n, alarms, float64(alarms)/float64(n))
+}
+
+// TestLLMGuardSecretCases runs the secrets cases of llm-guard's own test
+// suite (labels by its maintainers) and reports agreement. Two cases are
+// known, deliberate disagreements: llm-guard flags AWS's documented
+// example secret key (…EXAMPLEKEY) and "username:password@" in a URL, which
+// this check treats as placeholders.
+func TestLLMGuardSecretCases(t *testing.T) {
+	p := filepath.Join(sharedDir(t), "datasets", "llm-guard-test-cases", "llm_guard_test_cases.jsonl")
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<22)
+	agree, total := 0, 0
+	for sc.Scan() {
+		var c struct {
+			Scanner string `json:"scanner"`
+			Text    string `json:"text"`
+			Label   string `json:"label"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.Scanner != "secrets" {
+			continue
+		}
+		total++
+		fs := validatortest.SplitIndependent(t, newFn(t, *DefaultConfig(), ""), c.Text)
+		if (len(fs) > 0) == (c.Label == "flag") {
+			agree++
+		} else {
+			t.Logf("disagree (llm-guard says %s): %.80q", c.Label, c.Text)
+		}
+	}
+	if total == 0 {
+		t.Fatal("no secrets cases found")
+	}
+	t.Logf("llm-guard secrets cases: %d of %d agree", agree, total)
+	if agree < total-2 {
+		t.Errorf("only %d of %d agree; at most the two documented placeholder cases may differ", agree, total)
+	}
+}

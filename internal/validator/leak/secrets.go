@@ -1,0 +1,202 @@
+package leak
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Marked secrets: values the system prompt itself labels as secret.
+var (
+	reSecretTag  = regexp.MustCompile(`(?is)<secret>\s*(.*?)\s*</secret>`)
+	reSecretLine = regexp.MustCompile(`(?im)^[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*\.?[ \t]*$`)
+	reSecretIs   = regexp.MustCompile(`(?i)\b(?:secret(?:[ _-]?(?:key|code|word|phrase))?|password|passphrase|pass ?code|pin|api[ _-]?key|code ?word)\s+is\s+["'\x60“]?([^\s"'\x60”,;]+[^\s"'\x60”,;.])`)
+)
+
+// minSecretLen is the shortest marked secret that is matched: shorter
+// values ("no", "42") would match ordinary text.
+const minSecretLen = 4
+
+// markedSecrets returns the secret values the system prompt marks, and
+// the credential-shaped strings it contains.
+func markedSecrets(system string) []string {
+	var out []string
+	add := func(v string) {
+		v = strings.TrimSpace(v)
+		if len(v) < minSecretLen || placeholderSecret(v) {
+			return
+		}
+		for _, o := range out {
+			if o == v {
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	for _, m := range reSecretTag.FindAllStringSubmatch(system, -1) {
+		add(m[1])
+	}
+	for _, m := range reSecretLine.FindAllStringSubmatch(system, -1) {
+		add(m[1])
+	}
+	for _, m := range reSecretIs.FindAllStringSubmatch(system, -1) {
+		add(m[1])
+	}
+	var cm []credMatch
+	for _, line := range strings.Split(system, "\n") {
+		cm = scanLine(line, true, true, true, cm[:0])
+		for _, c := range cm {
+			if c.kind != "private key block" {
+				add(line[c.start:c.end])
+			}
+		}
+		for _, w := range strings.Fields(line) {
+			cm = scanWord(w, cm[:0])
+			for _, c := range cm {
+				add(w[c.start:c.end])
+			}
+		}
+	}
+	return out
+}
+
+// placeholderSecret rejects marked values that are instructions rather
+// than secrets ("never reveal it", "<redacted>").
+func placeholderSecret(v string) bool {
+	l := strings.ToLower(v)
+	for _, w := range []string{"never", "do not", "don't", "redacted", "<", "not to be", "confidential"} {
+		if strings.Contains(l, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// literalMatcher finds any of a few literal strings in a stream, ASCII
+// case-insensitively, with one KMP automaton per literal (there are only
+// a handful, taken from one system prompt). A literal that begins or ends
+// with a letter or digit must not touch another there, so the PIN "4812"
+// does not match inside "148120".
+type literalMatcher struct {
+	lits  []literal
+	maxLn int
+	ring  []byte // the last bytes fed, for the left word boundary
+	mask  int
+	n     int // bytes fed
+}
+
+type literal struct {
+	value      string // ASCII-lower-cased
+	fail       []int
+	state      int  // length of the longest prefix matched so far
+	edgeL      bool // first byte is a word byte
+	edgeR      bool
+	pendingEnd int // end offset of a match waiting for its right boundary, or -1
+}
+
+func newLiteralMatcher(values []string) *literalMatcher {
+	m := &literalMatcher{}
+	for _, v := range values {
+		lv := asciiLower(v)
+		l := literal{value: lv, fail: kmpFail(lv), edgeL: isWordByte(lv[0]), edgeR: isWordByte(lv[len(lv)-1]), pendingEnd: -1}
+		m.lits = append(m.lits, l)
+		m.maxLn = max(m.maxLn, len(lv))
+	}
+	size := 1
+	for size < m.maxLn+2 {
+		size <<= 1
+	}
+	m.ring, m.mask = make([]byte, size), size-1
+	return m
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+}
+
+func kmpFail(p string) []int {
+	f := make([]int, len(p)+1)
+	f[0] = -1
+	k := -1
+	for i := 0; i < len(p); i++ {
+		for k >= 0 && p[k] != p[i] {
+			k = f[k]
+		}
+		k++
+		f[i+1] = k
+	}
+	return f
+}
+
+// byteAt feeds the output byte at offset at (bytes are fed in order from
+// offset 0). report is called with the range of each match.
+func (m *literalMatcher) byteAt(c byte, at int, report func(start, end int, value string)) {
+	m.ring[m.n&m.mask] = c
+	m.n++
+	lc := c
+	if lc >= 'A' && lc <= 'Z' {
+		lc += 'a' - 'A'
+	}
+	for i := range m.lits {
+		l := &m.lits[i]
+		if l.pendingEnd >= 0 {
+			if !isWordByte(c) {
+				report(l.pendingEnd-len(l.value), l.pendingEnd, l.value)
+			}
+			l.pendingEnd = -1
+		}
+		s := l.state
+		for s >= 0 && (s == len(l.value) || l.value[s] != lc) {
+			s = l.fail[s]
+		}
+		s++
+		l.state = s
+		if s == len(l.value) {
+			start := at + 1 - len(l.value)
+			if l.edgeL && start > 0 && isWordByte(m.ring[(start-1)&m.mask]) {
+				continue
+			}
+			if l.edgeR {
+				l.pendingEnd = at + 1
+			} else {
+				report(start, at+1, l.value)
+			}
+		}
+	}
+}
+
+// flush reports matches waiting for a right boundary at the end of text.
+func (m *literalMatcher) flush(report func(start, end int, value string)) {
+	for i := range m.lits {
+		l := &m.lits[i]
+		if l.pendingEnd >= 0 {
+			report(l.pendingEnd-len(l.value), l.pendingEnd, l.value)
+			l.pendingEnd = -1
+		}
+	}
+}
+
+// hold returns how many bytes back from the end a match could still be
+// under way (the longest partial match), and the earliest pending start.
+func (m *literalMatcher) hold(end int) int {
+	h := end
+	for i := range m.lits {
+		l := &m.lits[i]
+		if l.state > 0 && l.state < len(l.value) {
+			h = min(h, end-l.state)
+		}
+		if l.pendingEnd >= 0 {
+			h = min(h, l.pendingEnd-len(l.value))
+		}
+	}
+	return h
+}
