@@ -26,7 +26,9 @@ func TestConstraintChecks(t *testing.T) {
 		t.Fatal("failed before the comma")
 	}
 	a.Write([]byte(", playful and kind."))
-	if !a.Failed() || a.ReleasePoint() != len("A dog is loyal") {
+	// The release point stops before the comma (other checks may hold
+	// back more of the text before it).
+	if !a.Failed() || a.ReleasePoint() > len("A dog is loyal") {
 		t.Fatalf("failed %v, release point %d", a.Failed(), a.ReleasePoint())
 	}
 	v := a.Verdict(1)
