@@ -215,7 +215,7 @@ func TestStall(t *testing.T) {
 		<-r.Context().Done()
 		cancelled.Add(1)
 	})
-	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false}\n")
+	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false, leak: false}\n")
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: pol})
 	t0 := time.Now()
 	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
