@@ -365,3 +365,31 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+// TestStallFallback: a stalled upstream whose health check fails is
+// replaced by another upstream serving the same model for the one stall
+// retry; the client gets that upstream's answer.
+func TestStallFallback(t *testing.T) {
+	stuck := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			http.Error(w, `{"error":{"message":"Loading model"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	good := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(chatChunk("fine"), finishChunk))
+	})
+	pol := mustPolicy(t, "checks: {stall: {ttft: 300ms, gap: 300ms}}\n")
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{stuck, good}, Policy: pol})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+	var out struct {
+		Choices []struct{ Message struct{ Content string } }
+		Aegis   meta
+	}
+	b := readAllBody(t, resp)
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || out.Choices[0].Message.Content != "fine" || out.Aegis.Attempts != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
