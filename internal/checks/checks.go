@@ -5,9 +5,13 @@
 package checks
 
 import (
+	_ "github.com/aegis-sentinel/aegis/internal/validator/banned"     // banned
+	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"   // instructions compiled from the prompt
 	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema" // json_schema
 	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax" // json_syntax
+	_ "github.com/aegis-sentinel/aegis/internal/validator/leak"       // leak
 	_ "github.com/aegis-sentinel/aegis/internal/validator/length"     // length
+	_ "github.com/aegis-sentinel/aegis/internal/validator/regex"      // regex
 	_ "github.com/aegis-sentinel/aegis/internal/validator/repetition" // repetition
 	_ "github.com/aegis-sentinel/aegis/internal/validator/stall"      // stall
 	_ "github.com/aegis-sentinel/aegis/internal/validator/toolcall"   // tool_call

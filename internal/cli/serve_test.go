@@ -112,3 +112,65 @@ func newFakeOpenAI(t *testing.T) string {
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
+
+// TestServeConfigRouting: a config with two upstreams routes by model
+// name, sends unknown models to the default upstream, and takes an
+// inline policy.
+func TestServeConfigRouting(t *testing.T) {
+	a, b := newFakeNamed(t, "from-a"), newFakeNamed(t, "from-b")
+	addr := freeAddr(t)
+	cfg := filepath.Join(t.TempDir(), "aegis.yaml")
+	os.WriteFile(cfg, []byte(`listen: `+addr+`
+upstreams:
+  - {name: a, url: '`+a+`', kind: openai, models: [alpha]}
+  - {name: b, url: '`+b+`', kind: openai}
+default: b
+policy:
+  release: buffer
+`), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(errw.String(), "listening on") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no start line: %s", errw.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for model, want := range map[string]string{"alpha": "from-a", "beta": "from-b", "": "from-b"} {
+		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Errorf("model %q: %s", model, body)
+		}
+	}
+	cancel()
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errw.String())
+	}
+}
+
+func newFakeNamed(t *testing.T, word string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\""+word+"\"},\"finish_reason\":null}]}\n\n")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}

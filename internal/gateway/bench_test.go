@@ -211,7 +211,8 @@ var benchBody = []byte(`{"messages":[{"role":"user","content":"Tell me a story a
 
 // policies are the two check stacks the overhead benchmarks compare:
 // the default policy, whose repetition check holds back the last tokens
-// that could still begin a loop, and the same without that check, which
+// that could still begin a loop (and whose leak check holds back what
+// could still become a secret), and the same without those two, which
 // shows what the gateway itself adds.
 func policies(b *testing.B) []struct {
 	name string
@@ -220,7 +221,7 @@ func policies(b *testing.B) []struct {
 	return []struct {
 		name string
 		pol  *policy.Policy
-	}{{"default", nil}, {"no-repetition", mustPolicy(b, "checks: {repetition: false}\n")}}
+	}{{"default", nil}, {"no-holdback", mustPolicy(b, "checks: {repetition: false, leak: false}\n")}}
 }
 
 // BenchmarkOverheadReplay measures against a local upstream that replays

@@ -215,7 +215,7 @@ func TestStall(t *testing.T) {
 		<-r.Context().Done()
 		cancelled.Add(1)
 	})
-	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false}\n")
+	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false, leak: false}\n")
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: pol})
 	t0 := time.Now()
 	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
@@ -363,5 +363,33 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before+2 {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("goroutines: %d before, %d after\n%s", before, n, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestStallFallback: a stalled upstream whose health check fails is
+// replaced by another upstream serving the same model for the one stall
+// retry; the client gets that upstream's answer.
+func TestStallFallback(t *testing.T) {
+	stuck := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			http.Error(w, `{"error":{"message":"Loading model"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	good := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(chatChunk("fine"), finishChunk))
+	})
+	pol := mustPolicy(t, "checks: {stall: {ttft: 300ms, gap: 300ms}}\n")
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{stuck, good}, Policy: pol})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+	var out struct {
+		Choices []struct{ Message struct{ Content string } }
+		Aegis   meta
+	}
+	b := readAllBody(t, resp)
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || out.Choices[0].Message.Content != "fine" || out.Aegis.Attempts != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }

@@ -127,17 +127,16 @@ func TestTestbedDisconnect(t *testing.T) {
 	t.Logf("slot freed %s after the disconnect", time.Since(t0))
 }
 
-// TestTestbedJSONRepair: the client asks for JSON in the prompt only; the
-// policy requires JSON (here added as an extra json_syntax check, as the
-// prompt-constraint compiler does for "JSON only"). The tiny model answers
-// prose, the retry asks llama-server for grammar-constrained JSON, and the
-// client receives only the valid document.
+// TestTestbedJSONRepair: the client asks for JSON in the prompt only, with
+// the default policy: the prompt-constraint compiler turns "Reply in JSON
+// only" into the json_syntax check, so the answer is buffered whole. The
+// tiny model answers prose, the retry asks llama-server for
+// grammar-constrained JSON (response_format json_object), and the client
+// receives only the valid document.
 func TestTestbedJSONRepair(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
 	up := mustUpstream(t, "llama", env.LlamaCPUURL, upstream.KindLlamaServer)
-	// Buffer mode, as for any JSON output: nothing is released before the
-	// whole document has passed.
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Policy: mustPolicy(t, "release: buffer\n")})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
 	body := `{"messages":[{"role":"user","content":"Reply in JSON only: the name of the girl."}],"temperature":0,"max_tokens":120,"stream":true}`
 	// The direct answer is not JSON.
 	if d := direct(t, env.LlamaCPUURL+"/v1/chat/completions", body, false); json.Valid([]byte(d.content)) {
