@@ -5,6 +5,8 @@
 package checks
 
 import (
+	_ "github.com/aegis-sentinel/aegis/internal/guard"                // guard (embedded classifier on the output)
+	_ "github.com/aegis-sentinel/aegis/internal/guard/llm"            // guard_llm (a guard model over a local API)
 	_ "github.com/aegis-sentinel/aegis/internal/validator/banned"     // banned
 	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"   // instructions compiled from the prompt
 	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema" // json_schema

@@ -16,6 +16,7 @@ import (
 
 	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
 	"github.com/aegis-sentinel/aegis/internal/gateway"
+	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -152,6 +153,9 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return usageErr(err)
 	}
 	g.Policy = pol
+	if g.InputCheck, err = serveInputGuard(pol); err != nil {
+		return err
+	}
 
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -254,4 +258,22 @@ func servePolicy(cfg *serveConfig, path string) (*policy.Policy, error) {
 		return nil, fmt.Errorf("inline policy: %w", err)
 	}
 	return policy.Parse(doc, "config policy", validator.Default)
+}
+
+// serveInputGuard builds the embedded classifier's input screen from the
+// policy's guard section (default: block high-risk prompt injection).
+func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Request) *validator.Verdict, error) {
+	ip := guard.DefaultInputPolicy()
+	if err := pol.DecodeGuard(&ip); err != nil {
+		return nil, err
+	}
+	g, err := guard.Default()
+	if err != nil {
+		return nil, fmt.Errorf("loading the embedded guard: %w", err)
+	}
+	check, err := g.InputCheck(ip)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", pol.Source, err)
+	}
+	return check, nil
 }
