@@ -64,13 +64,13 @@ func (x *exchange) run() {
 		}
 		v := res.verdict
 		x.g.Events.Publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
-			Model: x.model, Attempt: x.attempts, Verdict: &v})
+			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()})
 		if !x.retryable(v) {
 			x.halt(v)
 			return
 		}
 		x.g.Events.Publish(events.Event{Kind: events.Retry, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
-			Model: x.model, Attempt: x.attempts, Verdict: &v})
+			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()})
 		x.repaired = true
 		body = x.corrected(v)
 	}

@@ -393,3 +393,54 @@ func TestStallFallback(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// TestEventTextOnlyWhenAllowed: retry and halt events carry the failed
+// attempt's output (which their finding offsets index) only when the
+// policy sets log_text; otherwise no output leaves the request.
+func TestEventTextOnlyWhenAllowed(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(chatChunk("never json"), finishChunk))
+	})
+	for _, tc := range []struct {
+		name     string
+		policy   string
+		wantText string
+	}{
+		{name: "default policy logs no text", policy: "max_retries: 1\n", wantText: ""},
+		{name: "log_text on", policy: "max_retries: 1\nlog_text: true\n", wantText: "never json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bus := &events.Bus{}
+			sub := bus.Subscribe(64)
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Events: bus, Policy: mustPolicy(t, tc.policy)})
+			resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
+			readAllBody(t, resp)
+			if resp.StatusCode != 422 {
+				t.Fatalf("status %d, want a halt", resp.StatusCode)
+			}
+			seen := map[events.Kind]int{}
+			for done := false; !done; {
+				select {
+				case e := <-sub.C:
+					switch e.Kind {
+					case events.Retry, events.Halt:
+						seen[e.Kind]++
+						if e.Text != tc.wantText {
+							t.Errorf("%v event text %q, want %q", e.Kind, e.Text, tc.wantText)
+						}
+						if f := e.Verdict.Findings; len(f) == 0 || f[0].Start > len(e.Text) && tc.wantText != "" {
+							t.Errorf("%v event findings %+v do not index its text", e.Kind, f)
+						}
+					case events.RequestFinished:
+						done = true
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("no RequestFinished event")
+				}
+			}
+			if seen[events.Retry] != 1 || seen[events.Halt] != 1 {
+				t.Fatalf("events %v, want one retry and one halt", seen)
+			}
+		})
+	}
+}

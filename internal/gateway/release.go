@@ -226,7 +226,7 @@ func (x *exchange) halt(v validator.Verdict) {
 	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
 	status := HaltStatus(v.Reason, v.Action)
 	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
-		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict})
+		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	switch {
 	case !x.stream || !x.wroteHeader && x.attempts == 0:
 		if x.route.ndjson() {
@@ -303,8 +303,17 @@ func (x *exchange) refused(res result) {
 		writeError(x.w, status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m)
 	}
 	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
-		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict})
+		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	x.finished("error", status)
+}
+
+// eventText returns the attempt's output for an event when the policy
+// allows logging outputs (log_text), else "". Finding offsets index it.
+func (x *exchange) eventText() string {
+	if !x.logText {
+		return ""
+	}
+	return string(x.text)
 }
 
 func (x *exchange) upName() string {
@@ -329,9 +338,7 @@ func (x *exchange) finished(outcome string, status int) {
 		e.VerdictDelay = x.g.now().Sub(x.lastUp)
 	}
 	e.Tokens = x.completionTokens()
-	if x.logText {
-		e.Text = string(x.text)
-	}
+	e.Text = x.eventText()
 	x.g.Events.Publish(e)
 }
 
