@@ -1,19 +1,105 @@
 package cli
 
 import (
-	"errors"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 func init() {
 	register(func(stdio *IO) *cobra.Command {
-		return &cobra.Command{
+		var (
+			asJSON  bool
+			server  string
+			envs    []string
+			timeout time.Duration
+		)
+		c := &cobra.Command{
 			Use:   "devices",
 			Short: "List compute devices and how suitable each is for a guard model",
-			RunE: func(c *cobra.Command, args []string) error {
-				return errors.New("devices is not built yet (issue 6)")
+			Long: `devices lists the CPU, the GPUs found in sysfs (PCI ids, integrated or
+discrete) and, with --llama-server, the devices that binary can use (the names
+to pass to -dev). Each device is classified against the hardware table: what to
+expect from it as the home of a small guard model and which backends apply.
+The class is a hint; 'aegis bench sentinel' measures.`,
+			Args: noArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				for _, e := range envs {
+					if !strings.Contains(e, "=") {
+						return usagef("--env wants KEY=VALUE, got %q", e)
+					}
+				}
+				r, err := devices.Discover(c.Context(), devices.Options{LlamaServer: server, Env: envs, Timeout: timeout})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(stdio.Out)
+					enc.SetIndent("", "  ")
+					return enc.Encode(r)
+				}
+				printDevices(stdio, r)
+				return nil
 			},
 		}
+		c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
+		c.Flags().StringVar(&server, "llama-server", "", "also list the devices this llama-server binary sees (--list-devices)")
+		c.Flags().StringArrayVar(&envs, "env", nil, "KEY=VALUE added to llama-server's environment (e.g. GGML_VK_VISIBLE_DEVICES=0); repeatable")
+		c.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "time limit for llama-server --list-devices")
+		return c
 	})
+}
+
+func printDevices(stdio *IO, r *devices.Report) {
+	w := tabwriter.NewWriter(stdio.Out, 0, 4, 2, ' ', 0)
+	c := r.CPU
+	fmt.Fprintf(w, "CPU\t%s\n", c.Model)
+	fmt.Fprintf(w, "\t%d cores, %d threads, %d MiB memory (%d MiB available)\n", c.Cores, c.Threads, c.MemTotal, c.MemAvail)
+	if len(c.Features) > 0 {
+		fmt.Fprintf(w, "\tSIMD: %s\n", strings.Join(c.Features, " "))
+	}
+	fmt.Fprintf(w, "\tclass %s: %s\n", c.Class.Label, c.Class.Note)
+	fmt.Fprintln(w)
+	if len(r.GPUs) == 0 {
+		fmt.Fprintln(w, "GPUs (sysfs)\tnone found")
+	}
+	for _, g := range r.GPUs {
+		fmt.Fprintf(w, "GPU %s\t%s [%s:%s] %s", g.Address, g.Name, g.VendorID, g.DeviceID, g.Kind)
+		if g.Driver != "" {
+			fmt.Fprintf(w, ", driver %s", g.Driver)
+		}
+		if g.VRAM > 0 {
+			fmt.Fprintf(w, ", %d MiB VRAM", g.VRAM)
+		}
+		if g.BootVGA {
+			fmt.Fprint(w, ", boot VGA")
+		}
+		fmt.Fprintf(w, "\n\tclass %s: %s\n\tbackends: %s\n", g.Class.Label, g.Class.Note, joinBackends(g.Class.Backends))
+	}
+	if r.LlamaServer != "" {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "llama-server\t%s\n", r.LlamaServer)
+		if r.RuntimeErr != "" {
+			fmt.Fprintf(w, "\terror: %s\n", r.RuntimeErr)
+		}
+		fmt.Fprintf(w, "  none\tCPU backend (-dev none)\n")
+		for _, d := range r.Runtime {
+			fmt.Fprintf(w, "  %s\t%s, %s, %d MiB (%d MiB free)\n\tclass %s: %s\n", d.Name, d.Description, d.Kind, d.Total, d.Free, d.Class.Label, d.Class.Note)
+		}
+	}
+	w.Flush()
+}
+
+func joinBackends(bs []devices.Backend) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = string(b)
+	}
+	return strings.Join(s, ", ")
 }

@@ -1,0 +1,739 @@
+// Package bench is the sentinel benchmark: it measures where a small
+// guard model runs best on this machine (CPU, integrated GPU, second GPU)
+// on the same model, quant and prompts for every device, and turns the
+// measured device/CPU ratio into a placement recommendation. AutoPlace is
+// its short version, run by `aegis serve --guard-device auto` and cached.
+//
+// Speeds come from llama-server's own timings (prefill ppN and decode tgN
+// of /completion answers); llama-bench, when present, is run with the same
+// settings (threads, default batch 2048/512, the same -p/-n, all layers on
+// the device) as a cross-check.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
+	"github.com/aegis-sentinel/aegis/internal/supervisor"
+)
+
+// Options configure a sentinel benchmark run.
+type Options struct {
+	Binary     string // llama-server; needed unless every device has a URL
+	LlamaBench string // llama-bench for the cross-check; "" skips it
+	Model      string // GGUF path
+	Devices    []supervisor.Device
+	// URLs benchmarks already running servers instead of starting them,
+	// keyed by device label ("CPU", "Vulkan0"). Failure-path runs need
+	// own servers and are skipped for URL devices.
+	URLs map[string]string
+	// MainURL is the main model's server for the interference test; ""
+	// starts a CPU server for it (with Binary and Model).
+	MainURL string
+
+	Threads   int   // -t for servers and llama-bench; 0 = the physical cores
+	CtxSize   int   // default 2048
+	Reps      int   // repetitions per speed test (server and llama-bench); default 5
+	Verdicts  int   // time-to-verdict samples; default 5
+	PP        []int // default 512, 1024
+	TG        []int // default 16, 32, 64
+	Stability int   // repeated short placement runs; default 3, <0 skips
+
+	NoInterference bool
+	NoFailurePath  bool
+
+	// Progress is called after each step; nil means silent.
+	Progress func(done, total int, step string)
+	// Root prefixes /proc and /sys for load and power readings.
+	Root string
+}
+
+func (o *Options) defaults() {
+	if o.Threads <= 0 {
+		o.Threads = physicalCores()
+	}
+	if o.CtxSize <= 0 {
+		o.CtxSize = 2048
+	}
+	if o.Reps <= 0 {
+		o.Reps = 5
+	}
+	if o.Verdicts <= 0 {
+		o.Verdicts = 5
+	}
+	if len(o.PP) == 0 {
+		o.PP = []int{512, 1024}
+	}
+	if len(o.TG) == 0 {
+		o.TG = []int{16, 32, 64}
+	}
+	if o.Stability == 0 {
+		o.Stability = 3
+	}
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	hasCPU := false
+	for _, d := range o.Devices {
+		hasCPU = hasCPU || d.IsCPU()
+	}
+	if !hasCPU { // the CPU is the baseline every ratio needs
+		o.Devices = append([]supervisor.Device{{Name: "none"}}, o.Devices...)
+	}
+}
+
+// DeviceResult is everything measured on one device.
+type DeviceResult struct {
+	Device  string `json:"device"`
+	Backend string `json:"backend"`
+	Source  string `json:"source"` // "own server" or the --url
+	Error   string `json:"error,omitempty"`
+	Build   string `json:"build,omitempty"` // /props build_info of a --url server
+	// Skipped names tests the server could not run.
+	Skipped []string `json:"skipped,omitempty"`
+
+	// Speeds in tokens/s from the server's timings, by test name.
+	Speed map[string]Stat `json:"speed"`
+	// LlamaBench holds llama-bench's median tokens/s for the same tests
+	// (LlamaBenchBest the fastest run), and Agreement the median of the
+	// per-round ratios server/llama-bench: each round runs the server's
+	// tests and then llama-bench -r 1, so both see the same background
+	// load on a busy machine.
+	LlamaBench     map[string]float64 `json:"llama_bench,omitempty"`
+	LlamaBenchBest map[string]float64 `json:"llama_bench_best,omitempty"`
+	Agreement      map[string]float64 `json:"agreement,omitempty"`
+
+	// VerdictMS is the wall time to a schema-constrained verdict after a
+	// guard prompt of VerdictPromptTokens tokens.
+	VerdictMS           Stat `json:"verdict_ms"`
+	VerdictPromptTokens int  `json:"verdict_prompt_tokens"`
+
+	// Load while the guard answers verdicts back to back.
+	Load Load `json:"load"`
+	// Power during the tg runs; TokPerJoule and WhPer1kTok when known.
+	Power       Power   `json:"power"`
+	TokPerJoule float64 `json:"tok_per_joule,omitempty"`
+	WhPer1kTok  float64 `json:"wh_per_1k_tok,omitempty"`
+
+	// Interference: the main model's decode speed with the guard busy on
+	// this device, as a share of its speed alone (1 = no slowdown).
+	MainTokS  float64 `json:"main_tok_s,omitempty"`
+	MainShare float64 `json:"main_share,omitempty"`
+	// Failure path, with a hot CPU standby: kill -9 of this device's
+	// server → next good verdict (RecoveryMS) and → this device serving
+	// again (RestartMS); RecoveryLost counts requests that failed.
+	RecoveryMS     float64 `json:"recovery_ms,omitempty"`
+	RestartMS      float64 `json:"restart_ms,omitempty"`
+	RecoveryLost   int     `json:"recovery_lost"`
+	RecoveryTested bool    `json:"recovery_tested"`
+
+	// Ratio is CPU time-to-verdict / this device's (>1 = faster than the
+	// CPU); TGRatio the same for tg64 speed.
+	Ratio          float64 `json:"ratio"`
+	TGRatio        float64 `json:"tg_ratio"`
+	Unstable       bool    `json:"unstable"`
+	Interpretation string  `json:"interpretation"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Model          string         `json:"model"`
+	ModelMiB       float64        `json:"model_mib"`
+	ServerVersion  string         `json:"server_version,omitempty"`
+	Threads        int            `json:"threads"`
+	Reps           int            `json:"reps"`
+	Started        time.Time      `json:"started"`
+	Duration       time.Duration  `json:"duration_ns"`
+	MainAloneTokS  float64        `json:"main_alone_tok_s,omitempty"`
+	Devices        []DeviceResult `json:"devices"`
+	Stability      []string       `json:"stability_choices,omitempty"`
+	Stable         bool           `json:"stable"`
+	Recommendation string         `json:"recommendation"`
+	Reason         string         `json:"reason"`
+	Settings       string         `json:"settings"`
+	// LoadAvg is /proc/loadavg's 1-minute value at the start and the end:
+	// on a shared machine it says how far to trust the numbers.
+	LoadAvg [2]float64 `json:"loadavg"`
+}
+
+func loadAvg(root string) float64 {
+	b, err := os.ReadFile(filepath.Join(root, "proc", "loadavg"))
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
+
+type runner struct {
+	o    Options
+	done int
+	all  int
+}
+
+func (r *runner) step(what string) {
+	r.done++
+	if r.o.Progress != nil {
+		r.o.Progress(r.done, r.all, what)
+	}
+}
+
+// Run performs the full benchmark. Errors on one device are recorded in
+// its result; Run fails only when the CPU baseline cannot be measured.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	if o.Model == "" {
+		return nil, errors.New("bench: a model is needed")
+	}
+	r := &runner{o: o}
+	// steps: per device server+speed+verdict+interference+failure+llama-bench
+	r.all = len(o.Devices)*5 + 2 + max(o.Stability, 0)
+	rep := &Report{Model: o.Model, Threads: o.Threads, Reps: o.Reps, Started: time.Now()}
+	rep.LoadAvg[0] = loadAvg(o.Root)
+	if fi, err := os.Stat(o.Model); err == nil {
+		rep.ModelMiB = float64(fi.Size()) / (1 << 20)
+	}
+	if o.Binary != "" {
+		rep.ServerVersion = ServerVersion(ctx, o.Binary)
+	}
+	rep.Settings = fmt.Sprintf("threads %d, batch 2048/ubatch 512 (defaults of both tools), -p %s, -n %s, %d reps, greedy sampling, ctx %d",
+		o.Threads, joinInts(o.PP), joinInts(o.TG), o.Reps, o.CtxSize)
+
+	// The main model for the interference test.
+	var main *endpoint
+	if !o.NoInterference {
+		m, err := r.open(ctx, supervisor.Device{Name: "none"}, o.MainURL)
+		if err != nil {
+			return nil, fmt.Errorf("bench: main model server: %w", err)
+		}
+		defer m.close()
+		main = m
+		if v, err := r.mainSpeed(ctx, main); err == nil {
+			rep.MainAloneTokS = v
+		}
+	}
+	r.step("main model alone")
+
+	for _, d := range o.Devices {
+		res := r.device(ctx, d, main, rep.MainAloneTokS)
+		rep.Devices = append(rep.Devices, res)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var cpu *DeviceResult
+	for i := range rep.Devices {
+		if rep.Devices[i].Device == "CPU" {
+			cpu = &rep.Devices[i]
+		}
+	}
+	if cpu == nil || cpu.Error != "" {
+		msg := "not measured"
+		if cpu != nil {
+			msg = cpu.Error
+		}
+		rep.LoadAvg[1] = loadAvg(o.Root)
+		return rep, fmt.Errorf("bench: CPU baseline failed: %s", msg)
+	}
+	for i := range rep.Devices {
+		interpret(&rep.Devices[i], cpu)
+	}
+	rep.Recommendation, rep.Reason = recommend(rep.Devices)
+	r.step("interpretation")
+
+	// Device-selection stability: repeated short placements from fresh
+	// server starts choose the same device.
+	if o.Stability > 0 && o.Binary != "" {
+		for range o.Stability {
+			p, err := measurePlacement(ctx, AutoOptions{Binary: o.Binary, Model: o.Model, Devices: o.Devices, Threads: o.Threads})
+			choice := "error"
+			if err == nil {
+				choice = p.Device
+			}
+			rep.Stability = append(rep.Stability, choice)
+			r.step("stability run")
+		}
+		rep.Stable = true
+		for _, c := range rep.Stability {
+			rep.Stable = rep.Stable && c == rep.Stability[0] && c != "error"
+		}
+	}
+	rep.Duration = time.Since(rep.Started)
+	rep.LoadAvg[1] = loadAvg(o.Root)
+	return rep, nil
+}
+
+// endpoint is a server under test: its own (through the supervisor) or
+// given by URL.
+type endpoint struct {
+	srv server
+	sup *supervisor.Supervisor
+	url string
+}
+
+func (e *endpoint) pid() int {
+	if e.sup == nil {
+		return 0
+	}
+	st, _ := e.sup.Status()
+	if len(st.PIDs) == 0 {
+		return 0
+	}
+	return st.PIDs[0]
+}
+
+func (e *endpoint) close() {
+	if e.sup != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = e.sup.Stop(ctx)
+	}
+}
+
+func (r *runner) open(ctx context.Context, d supervisor.Device, url string) (*endpoint, error) {
+	if url != "" {
+		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: &http.Client{Timeout: 2 * time.Minute}}, url: url}, nil
+	}
+	if r.o.Binary == "" {
+		return nil, errors.New("no --llama-server and no --url for this device")
+	}
+	sup := supervisor.New(supervisor.Config{
+		Name: "bench-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model, Chain: []supervisor.Device{d},
+		NoCPUFallback: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads, HealthInterval: 200 * time.Millisecond,
+		BackoffBase: 100 * time.Millisecond, StartTimeout: 2 * time.Minute,
+	})
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := sup.Start(sctx); err != nil {
+		_ = sup.Stop(context.Background())
+		return nil, err
+	}
+	return &endpoint{srv: server{c: sup.HTTPClient(2 * time.Minute)}, sup: sup, url: sup.URL()}, nil
+}
+
+// mainSpeed is the main model's tg64 speed (median tok/s).
+func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error) {
+	var v []float64
+	for range r.o.Reps {
+		t, err := main.srv.generate(ctx, 1, 64)
+		if err != nil {
+			return 0, err
+		}
+		v = append(v, t.PredictedPerSecond)
+	}
+	return summarize(v).Median, nil
+}
+
+func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint, mainAlone float64) DeviceResult {
+	res := DeviceResult{Device: d.Label(), Backend: string(d.Backend()), Source: "own server", Speed: map[string]Stat{}}
+	url := r.o.URLs[d.Label()]
+	if url != "" {
+		res.Source = url
+	}
+	first := r.done
+	fail := func(err error) DeviceResult {
+		res.Error = err.Error()
+		for r.done < first+5 { // keep the progress bar honest
+			r.step(d.Label() + " skipped")
+		}
+		return res
+	}
+	ep, err := r.open(ctx, d, url)
+	if err != nil {
+		return fail(err)
+	}
+	defer ep.close()
+	r.step(d.Label() + " server up")
+
+	// Warm-up and a token pool for exact-length prompts.
+	toks, err := ep.srv.tokenize(ctx, guardPrompt(0)+guardPrompt(1))
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := ep.srv.generate(ctx, toks[0], 8); err != nil {
+		return fail(err)
+	}
+	// A server's slot may hold less than the largest pp test (a
+	// --url server started with -np 4 -c 2048 has 512 per slot).
+	pps := r.o.PP
+	if nCtx, build, err := ep.srv.props(ctx); err == nil {
+		if res.Source != "own server" && build != "" {
+			res.Build = build
+		}
+		pps = nil
+		for _, n := range r.o.PP {
+			if nCtx == 0 || n+8 <= nCtx {
+				pps = append(pps, n)
+			} else {
+				res.Skipped = append(res.Skipped, fmt.Sprintf("pp%d (slot context %d)", n, nCtx))
+			}
+		}
+	}
+	pool := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = toks[i%len(toks)]
+		}
+		return out
+	}
+	// Speed tests, interleaved with llama-bench (one repetition each,
+	// same settings) so both tools see the same background load: the
+	// agreement is the median of the per-round ratios.
+	samples := map[string][]float64{}
+	lbSamples := map[string][]float64{}
+	ratios := map[string][]float64{}
+	var tgTokens int
+	var power Power
+	for range r.o.Reps {
+		round := map[string]float64{}
+		// Warm-up, as llama-bench does before each test: the first
+		// request after llama-bench ran meets cold caches.
+		if _, err := ep.srv.prefill(ctx, pool(min(64, r.o.PP[0]))); err != nil {
+			return fail(err)
+		}
+		for _, n := range pps {
+			t, err := ep.srv.prefill(ctx, pool(n))
+			if err != nil {
+				return fail(err)
+			}
+			round[fmt.Sprintf("pp%d", n)] = t.PromptPerSecond
+		}
+		pm := startPower(ctx, r.o.Root)
+		for _, n := range r.o.TG {
+			t, err := ep.srv.generate(ctx, toks[0], n)
+			if err != nil {
+				return fail(err)
+			}
+			round[fmt.Sprintf("tg%d", n)] = t.PredictedPerSecond
+			tgTokens += t.PredictedN
+		}
+		p := pm.stop(ctx)
+		power.Source = p.Source
+		power.Joules += p.Joules
+		for k, v := range p.Domains {
+			if power.Domains == nil {
+				power.Domains = map[string]float64{}
+			}
+			power.Domains[k] += v
+		}
+		for k, v := range round {
+			samples[k] = append(samples[k], v)
+		}
+		if r.o.LlamaBench == "" || res.Error != "" {
+			continue
+		}
+		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, 1, r.o.PP, r.o.TG)
+		if err != nil {
+			res.Error = "llama-bench: " + err.Error()
+			continue
+		}
+		for _, row := range rows {
+			name := row.Test()
+			lbSamples[name] = append(lbSamples[name], row.AvgTS)
+			if v, ok := round[name]; ok && row.AvgTS > 0 {
+				ratios[name] = append(ratios[name], v/row.AvgTS)
+			}
+		}
+	}
+	for k, v := range samples {
+		res.Speed[k] = summarize(v)
+	}
+	if len(lbSamples) > 0 {
+		res.LlamaBench, res.LlamaBenchBest, res.Agreement = map[string]float64{}, map[string]float64{}, map[string]float64{}
+		for k, v := range lbSamples {
+			st := summarize(v)
+			res.LlamaBench[k], res.LlamaBenchBest[k] = st.Median, st.Max
+		}
+		for k, v := range ratios {
+			res.Agreement[k] = summarize(v).Median
+		}
+	}
+	if power.Source == "rapl" || power.Source == "nvidia-smi" {
+		var tgSeconds float64
+		for _, n := range r.o.TG {
+			if st := res.Speed[fmt.Sprintf("tg%d", n)]; st.Mean > 0 {
+				tgSeconds += float64(n*st.N) / st.Mean
+			}
+		}
+		if tgSeconds > 0 {
+			power.Watts = power.Joules / tgSeconds
+		}
+		res.TokPerJoule = float64(tgTokens) / power.Joules
+		res.WhPer1kTok = power.Joules / 3600 / float64(tgTokens) * 1000
+	}
+	res.Power = power
+	r.step(d.Label() + " pp/tg")
+
+	// Time to verdict, with the CPU load it causes.
+	ls := startLoad(r.o.Root, ep.pid())
+	var ms []float64
+	for i := range r.o.Verdicts {
+		dur, t, err := ep.srv.verdict(ctx, i)
+		if err != nil {
+			return fail(err)
+		}
+		ms = append(ms, float64(dur.Microseconds())/1000)
+		res.VerdictPromptTokens = t.PromptN + t.CacheN
+	}
+	res.Load = ls.stop()
+	res.VerdictMS = summarize(ms)
+	r.step(d.Label() + " time to verdict")
+
+	if main != nil && mainAlone > 0 {
+		if v, err := r.withBusyGuard(ctx, ep, func() (float64, error) { return r.mainSpeed(ctx, main) }); err == nil {
+			res.MainTokS, res.MainShare = v, v/mainAlone
+		} else {
+			res.Error = "interference: " + err.Error()
+		}
+	}
+	r.step(d.Label() + " interference")
+
+	// The measured server is stopped before the failure path and
+	// llama-bench so they do not compete with it.
+	ownServer := ep.sup != nil
+	ep.close()
+	ep.sup = nil
+	if !r.o.NoFailurePath && ownServer {
+		fb, rs, lost, err := r.failurePath(ctx, d)
+		res.RecoveryMS, res.RestartMS, res.RecoveryLost, res.RecoveryTested = fb, rs, lost, err == nil
+		if err != nil {
+			res.Error = "failure path: " + err.Error()
+		}
+	}
+	r.step(d.Label() + " failure path")
+
+	return res
+}
+
+// withBusyGuard runs f while the guard answers verdicts back to back.
+func (r *runner) withBusyGuard(ctx context.Context, ep *endpoint, f func() (float64, error)) (float64, error) {
+	bctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; bctx.Err() == nil; i++ {
+			_, _, _ = ep.srv.verdict(bctx, i)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // let the guard get busy
+	v, err := f()
+	cancel()
+	wg.Wait()
+	return v, err
+}
+
+// failurePath starts the device's server with a hot CPU standby, kills
+// the device's server with SIGKILL while verdicts run back to back, and
+// returns the time from the kill to the next good verdict (served by the
+// standby, through the supervisor's failover client), the time until the
+// device itself serves again, and how many requests failed.
+func (r *runner) failurePath(ctx context.Context, d supervisor.Device) (fallbackMS, restartMS float64, lost int, err error) {
+	sup := supervisor.New(supervisor.Config{
+		Name: "bench-failure-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model,
+		Chain: []supervisor.Device{d, {Name: "none"}}, HotStandby: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads,
+		HealthInterval: 200 * time.Millisecond, BackoffBase: 100 * time.Millisecond, StartTimeout: 2 * time.Minute,
+	})
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = sup.Stop(sctx)
+	}()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := sup.Start(sctx); err != nil {
+		return 0, 0, 0, err
+	}
+	bothUp := func(st supervisor.Status) bool {
+		return st.State == supervisor.StateReady && st.Children[1] == supervisor.ChildReady
+	}
+	if err := waitStatus(sctx, sup, bothUp); err != nil {
+		return 0, 0, 0, fmt.Errorf("waiting for the standby: %w", err)
+	}
+	st, _ := sup.Status()
+	pid := st.PIDs[0]
+	srv := server{c: sup.HTTPClient(time.Minute)}
+	type result struct {
+		end time.Time
+		err error
+	}
+	results := make(chan result, 4096)
+	bctx, stop := context.WithCancel(sctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; bctx.Err() == nil; i++ {
+			_, _, err := srv.verdict(bctx, i)
+			if bctx.Err() != nil {
+				return
+			}
+			select {
+			case results <- result{time.Now(), err}:
+			default:
+			}
+		}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	killed := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		stop()
+		wg.Wait()
+		return 0, 0, 0, fmt.Errorf("kill %d: %w", pid, err)
+	}
+	recovered := time.Duration(-1)
+	for recovered < 0 {
+		select {
+		case res := <-results:
+			if res.err != nil {
+				lost++
+			} else if res.end.After(killed) {
+				recovered = res.end.Sub(killed)
+			}
+		case <-sctx.Done():
+			stop()
+			wg.Wait()
+			return 0, 0, lost, errors.New("no verdict after the kill")
+		}
+	}
+	backOn := func(st supervisor.Status) bool {
+		return st.State == supervisor.StateReady && st.PIDs[0] != pid && st.PIDs[0] != 0
+	}
+	werr := waitStatus(sctx, sup, backOn)
+	restarted := time.Since(killed)
+	stop()
+	wg.Wait()
+	for len(results) > 0 {
+		if res := <-results; res.err != nil {
+			lost++
+		}
+	}
+	if werr != nil {
+		return ms(recovered), 0, lost, fmt.Errorf("device did not come back: %w", werr)
+	}
+	return ms(recovered), ms(restarted), lost, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func waitStatus(ctx context.Context, s *supervisor.Supervisor, cond func(supervisor.Status) bool) error {
+	for {
+		st, ch := s.Status()
+		if cond(st) {
+			return nil
+		}
+		if st.State == supervisor.StateDeterministic || st.State == supervisor.StateStopped {
+			return fmt.Errorf("supervisor is %s: %v", st.State, st.Err)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// interpret fills the ratios and the interpretation of d against cpu.
+func interpret(d, cpu *DeviceResult) {
+	if d.Error != "" && d.VerdictMS.N == 0 {
+		d.Interpretation = "error"
+		return
+	}
+	if d.Device == "CPU" {
+		d.Ratio, d.TGRatio, d.Interpretation = 1, 1, VerdictBaseline
+		return
+	}
+	if d.VerdictMS.Median > 0 {
+		d.Ratio = cpu.VerdictMS.Median / d.VerdictMS.Median
+	}
+	if c, ok := cpu.Speed["tg64"]; ok && c.Median > 0 {
+		d.TGRatio = d.Speed["tg64"].Median / c.Median
+	}
+	d.Unstable = d.VerdictMS.CV > UnstableCV || d.Speed["tg64"].CV > UnstableCV
+	d.Interpretation = Interpret(d.Ratio, d.Unstable)
+}
+
+// recommend picks the guard device: the fastest device the table calls at
+// least plausible, else an about-equal device that leaves the CPU freer,
+// else the CPU.
+func recommend(ds []DeviceResult) (string, string) {
+	best, bestRatio := "", 0.0
+	var cpuLoad float64 = -1
+	for _, d := range ds {
+		if d.Device == "CPU" {
+			cpuLoad = d.Load.SystemPct
+		}
+	}
+	for _, d := range ds {
+		switch d.Interpretation {
+		case VerdictPlausible, VerdictUseful, VerdictStrong:
+			if d.Ratio > bestRatio {
+				best, bestRatio = d.Device, d.Ratio
+			}
+		}
+	}
+	if best != "" {
+		return best, fmt.Sprintf("%s answers verdicts %.2fx as fast as the CPU", best, bestRatio)
+	}
+	for _, d := range ds {
+		if d.Interpretation == VerdictEqual && cpuLoad >= 0 && d.Load.SystemPct >= 0 && d.Load.SystemPct < cpuLoad-20 {
+			return d.Device, fmt.Sprintf("%s is about as fast as the CPU (%.2fx) and leaves it freer (%.0f%% vs %.0f%% busy)", d.Device, d.Ratio, d.Load.SystemPct, cpuLoad)
+		}
+	}
+	return "CPU", "no device beats the CPU by the table's margin (>= 1.2x time to verdict)"
+}
+
+// physicalCores is the CPU's physical core count (1 when unknown).
+func physicalCores() int {
+	r, err := devices.Discover(context.Background(), devices.Options{NoPCIIDs: true})
+	if err != nil || r.CPU.Cores < 1 {
+		return 1
+	}
+	return r.CPU.Cores
+}
+
+// ServerVersion returns `llama-server --version`'s first line ("" when it
+// fails).
+func ServerVersion(ctx context.Context, binary string) string {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, binary, "--version").CombinedOutput()
+	for l := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasPrefix(l, "version:") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "version:"))
+		}
+	}
+	return ""
+}
+
+// SiblingTool finds a llama.cpp tool next to the llama-server binary
+// (llama-bench), or "".
+func SiblingTool(server, name string) string {
+	if server == "" {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(server), name)
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+		return p
+	}
+	return ""
+}

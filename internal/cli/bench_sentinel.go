@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/bench"
+)
+
+func init() {
+	benchSubcommands = append(benchSubcommands, func(stdio *IO) *cobra.Command {
+		var (
+			model, server, llamaBench, report, mainURL string
+			devs, urls, envs                           []string
+			asJSON, quick, auto, noLlamaBench          bool
+			threads, reps, verdicts, stability         int
+		)
+		c := &cobra.Command{
+			Use:   "sentinel",
+			Short: "Measure where the guard model runs best (CPU vs. iGPU vs. second GPU)",
+			Long: `sentinel runs the same model, quant and prompts on every device and measures
+prefill (pp512, pp1024) and short decode (tg16/32/64) from llama-server's own
+timings, the time to a schema-constrained verdict after a ~300-token guard
+prompt, the machine's CPU load while the guard answers, power where the machine
+exposes it (RAPL, nvidia-smi), how much the guard slows the main model, the
+time to recover when the guard's server is killed, and whether repeated short
+placements choose the same device. The device/CPU ratio is read with the
+interpretation table (slower than CPU: not worth it; about equal: only if it
+frees the CPU; 1.2-1.5x plausible; 2x+ clearly useful; 3x+ strong; unstable:
+experimental), and a placement is recommended.
+
+llama-bench (next to llama-server, or --llama-bench) is run with the same
+settings as a cross-check: --threads, default batch 2048/ubatch 512, the same
+-p and -n sizes, all layers on the device.
+
+--auto runs only the short placement that 'aegis serve --guard-device auto'
+uses, and caches it.`,
+			Example: `  aegis bench sentinel --model guard.gguf --devices CPU,Vulkan0 --llama-server /usr/bin/llama-server
+  aegis bench sentinel --model guard.gguf --devices CPU,Vulkan0 --url CPU=http://127.0.0.1:8080 --url Vulkan0=http://127.0.0.1:8081
+  aegis bench sentinel --model guard.gguf --devices CPU,SYCL0 --report sentinel.html --json`,
+			Args: noArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				if model == "" {
+					return usagef("--model is required")
+				}
+				urlMap := map[string]string{}
+				for _, u := range urls {
+					k, v, ok := strings.Cut(u, "=")
+					if !ok || k == "" || !strings.HasPrefix(v, "http") {
+						return usagef("--url wants DEVICE=http://host:port, got %q", u)
+					}
+					if strings.EqualFold(k, "none") {
+						k = "CPU"
+					}
+					urlMap[k] = v
+				}
+				for _, e := range envs {
+					if !strings.Contains(e, "=") {
+						return usagef("--env wants KEY=VALUE, got %q", e)
+					}
+				}
+				if server == "" && len(urlMap) < len(devs) {
+					return usagef("--llama-server is required unless every device has a --url")
+				}
+				if report != "" {
+					switch strings.ToLower(filepath.Ext(report)) {
+					case ".html", ".htm", ".svg":
+					default:
+						return usagef("--report must end in .html or .svg, got %q", report)
+					}
+				}
+				ctx := c.Context()
+				resolved, err := bench.ResolveDevices(ctx, server, devs, envs)
+				if err != nil {
+					return err
+				}
+				if auto {
+					p, err := bench.AutoPlace(ctx, bench.AutoOptions{Binary: server, Model: model, Devices: resolved, Threads: threads})
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						enc := json.NewEncoder(stdio.Out)
+						enc.SetIndent("", "  ")
+						return enc.Encode(p)
+					}
+					for _, cd := range p.Candidates {
+						fmt.Fprintf(stdio.Out, "%-8s verdict %7.1f ms  tg16 %7.0f tok/s  %.2fx  %s %s\n", cd.Device, cd.VerdictMS, cd.TGTokS, cd.Ratio, cd.Interpretation, cd.Error)
+					}
+					cached := ""
+					if p.Cached {
+						cached = " (cached)"
+					}
+					fmt.Fprintf(stdio.Out, "guard device: %s%s: %s\n", p.Device, cached, p.Reason)
+					return nil
+				}
+				o := bench.Options{Binary: server, Model: model, Devices: resolved, URLs: urlMap, MainURL: mainURL,
+					Threads: threads, Reps: reps, Verdicts: verdicts, Stability: stability}
+				if !noLlamaBench {
+					o.LlamaBench = llamaBench
+					if o.LlamaBench == "" {
+						o.LlamaBench = bench.SiblingTool(server, "llama-bench")
+					}
+				}
+				if quick {
+					o.PP, o.TG = []int{512}, []int{16, 64}
+					if reps == 0 {
+						o.Reps = 2
+					}
+					if verdicts == 0 {
+						o.Verdicts = 3
+					}
+					if stability == 0 {
+						o.Stability = 1
+					}
+				}
+				if isTTY(stdio.Err) {
+					o.Progress = progressBar(stdio.Err)
+				}
+				rep, err := bench.Run(ctx, o)
+				if o.Progress != nil {
+					fmt.Fprint(stdio.Err, "\r\033[K")
+				}
+				if rep == nil {
+					return err
+				}
+				if report != "" {
+					if werr := writeReport(report, rep); werr != nil {
+						return werr
+					}
+				}
+				if asJSON {
+					enc := json.NewEncoder(stdio.Out)
+					enc.SetIndent("", "  ")
+					if jerr := enc.Encode(rep); jerr != nil {
+						return jerr
+					}
+				} else if terr := rep.WriteTable(stdio.Out); terr != nil {
+					return terr
+				}
+				return err
+			},
+		}
+		f := c.Flags()
+		f.StringVar(&model, "model", "", "GGUF model of the guard (the same file on every device)")
+		f.StringSliceVar(&devs, "devices", []string{"CPU"}, "devices to compare: CPU and llama.cpp device names (Vulkan0, CUDA0, SYCL0, ROCm0)")
+		f.StringVar(&server, "llama-server", "", "llama-server binary used to start the servers")
+		f.StringVar(&llamaBench, "llama-bench", "", "llama-bench binary for the cross-check (default: next to llama-server)")
+		f.BoolVar(&noLlamaBench, "no-llama-bench", false, "skip the llama-bench cross-check")
+		f.StringArrayVar(&urls, "url", nil, "DEVICE=URL of an already running server to benchmark instead of starting one; repeatable")
+		f.StringVar(&mainURL, "main-url", "", "main model server for the interference test (default: start one on the CPU)")
+		f.StringArrayVar(&envs, "env", nil, "KEY=VALUE for the GPU servers' environment; repeatable")
+		f.BoolVar(&asJSON, "json", false, "write the results as JSON")
+		f.StringVar(&report, "report", "", "write an HTML (.html) or SVG (.svg) report with charts")
+		f.IntVar(&threads, "threads", 0, "threads for servers and llama-bench (-t); 0 = the physical cores")
+		f.IntVar(&reps, "reps", 0, "repetitions per speed test (default 3)")
+		f.IntVar(&verdicts, "verdicts", 0, "time-to-verdict samples per device (default 5)")
+		f.IntVar(&stability, "stability", 0, "fresh-start placement runs for the stability check (default 3, -1 skips)")
+		f.BoolVar(&quick, "quick", false, "a shorter run: pp512, tg16/tg64, fewer repetitions")
+		f.BoolVar(&auto, "auto", false, "run only the short cached placement (what serve --guard-device auto does)")
+		return c
+	})
+}
+
+func writeReport(path string, rep *bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if strings.EqualFold(filepath.Ext(path), ".svg") {
+		err = rep.WriteSVG(f)
+	} else {
+		err = rep.WriteHTML(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar draws "[#####.....] 12/30 step" on one terminal line.
+func progressBar(w io.Writer) func(done, total int, step string) {
+	return func(done, total int, step string) {
+		const width = 30
+		n := 0
+		if total > 0 {
+			n = min(width, width*done/total)
+		}
+		fmt.Fprintf(w, "\r\033[K[%s%s] %d/%d %s", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, step)
+	}
+}

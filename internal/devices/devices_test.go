@@ -1,0 +1,274 @@
+package devices
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func golden(t *testing.T, name string, v any) {
+	t.Helper()
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	path := filepath.Join("testdata", "golden", name+".json")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s differs from golden:\n%s", path, got)
+	}
+}
+
+// TestDiscoverFixtures reads each recorded machine and checks the
+// classification the hardware table promises, then the full report
+// against its golden file.
+func TestDiscoverFixtures(t *testing.T) {
+	type gpuWant struct {
+		addr, class string
+		kind        Kind
+	}
+	cases := []struct {
+		machine  string
+		model    string
+		cores    int
+		threads  int
+		features []string
+		gpus     []gpuWant
+	}{
+		{"raptorlake-uhd770-rtx4090", "13th Gen Intel(R) Core(TM) i9-13900K", 24, 24, []string{"avx2", "avx_vnni"},
+			[]gpuWant{{"0000:00:02.0", ClassUHD, KindIntegratedGPU}, {"0000:01:00.0", ClassRTX, KindDiscreteGPU}}},
+		{"tigerlake-irisxe", "11th Gen Intel(R) Core(TM) i7-1165G7 @ 2.80GHz", 4, 8, []string{"avx512_vnni"},
+			[]gpuWant{{"0000:00:02.0", ClassIrisXe, KindIntegratedGPU}}},
+		{"meteorlake-arc", "Intel(R) Core(TM) Ultra 7 155H", 16, 16, nil,
+			[]gpuWant{{"0000:00:02.0", ClassArcIGPU, KindIntegratedGPU}}},
+		{"lunarlake-arc140v", "Intel(R) Core(TM) Ultra 7 258V", 8, 8, nil,
+			[]gpuWant{{"0000:00:02.0", ClassArcIGPU, KindIntegratedGPU}}},
+		{"phoenix-780m", "AMD Ryzen 7 7840U w/ Radeon  780M Graphics", 8, 16, []string{"avx512_bf16"},
+			[]gpuWant{{"0000:c4:00.0", ClassRadeon780M, KindIntegratedGPU}}},
+		{"strixpoint-890m", "AMD Ryzen AI 9 HX 370 w/ Radeon 890M", 12, 24, nil,
+			[]gpuWant{{"0000:c5:00.0", ClassRadeon890M, KindIntegratedGPU}}},
+		{"strixhalo-8060s", "AMD RYZEN AI MAX+ 395 w/ Radeon 8060S", 16, 32, nil,
+			[]gpuWant{{"0000:c5:00.0", ClassStrixHalo, KindIntegratedGPU}}},
+		{"rtx3090-780m", "AMD Ryzen 7 8700G w/ Radeon 780M Graphics", 8, 16, nil,
+			[]gpuWant{{"0000:01:00.0", ClassRTX, KindDiscreteGPU}, {"0000:0e:00.0", ClassRadeon780M, KindIntegratedGPU}}},
+		{"vm-nogpu", "Intel(R) Xeon(R) Processor", 2, 2, []string{"amx_int8", "avx512f"}, nil},
+		{"arm64-unknown-dgpu", "", 4, 4, []string{"asimd", "asimddp", "asimdhp"},
+			[]gpuWant{{"0000:03:00.0", ClassUnknownDGPU, KindDiscreteGPU}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.machine, func(t *testing.T) {
+			r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", tc.machine)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.CPU.Model != tc.model || r.CPU.Cores != tc.cores || r.CPU.Threads != tc.threads {
+				t.Errorf("cpu = %q %d cores %d threads, want %q %d %d", r.CPU.Model, r.CPU.Cores, r.CPU.Threads, tc.model, tc.cores, tc.threads)
+			}
+			for _, f := range tc.features {
+				if !strings.Contains(" "+strings.Join(r.CPU.Features, " ")+" ", " "+f+" ") {
+					t.Errorf("feature %s missing from %v", f, r.CPU.Features)
+				}
+			}
+			if r.CPU.MemTotal == 0 {
+				t.Error("MemTotal not read")
+			}
+			if len(r.GPUs) != len(tc.gpus) {
+				t.Fatalf("got %d GPUs, want %d: %+v", len(r.GPUs), len(tc.gpus), r.GPUs)
+			}
+			for i, w := range tc.gpus {
+				g := r.GPUs[i]
+				if g.Address != w.addr || g.Class.Label != w.class || g.Kind != w.kind {
+					t.Errorf("gpu %d = %s %s %s, want %s %s %s", i, g.Address, g.Class.Label, g.Kind, w.addr, w.class, w.kind)
+				}
+			}
+			golden(t, "sysfs-"+tc.machine, r)
+		})
+	}
+}
+
+func TestPCIIDsFallbackName(t *testing.T) {
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "arm64-unknown-dgpu")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := r.GPUs[0]; g.NameSource != "pci.ids" || !strings.Contains(g.Name, "Navi 31") {
+		t.Errorf("name = %q from %s, want the pci.ids name", g.Name, g.NameSource)
+	}
+	r, err = Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "arm64-unknown-dgpu"), NoPCIIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := r.GPUs[0]; g.NameSource != "ids" {
+		t.Errorf("NoPCIIDs: name source %s", g.NameSource)
+	}
+}
+
+func TestParseListDevices(t *testing.T) {
+	cases := []struct {
+		file  string
+		names []string
+		class []string
+		kinds []Kind
+	}{
+		{"cuda-4090-uhd770", []string{"CUDA0", "Vulkan0"}, []string{ClassRTX, ClassUHD}, []Kind{KindDiscreteGPU, KindIntegratedGPU}},
+		{"rocm-780m", []string{"ROCm0"}, []string{ClassRadeon780M}, []Kind{KindIntegratedGPU}},
+		{"rocm-strixhalo-generic", []string{"ROCm0"}, []string{ClassUnknown}, []Kind{KindUnknown}},
+		{"vulkan-3090-780m", []string{"Vulkan0", "Vulkan1"}, []string{ClassRTX, ClassRadeon780M}, []Kind{KindDiscreteGPU, KindIntegratedGPU}},
+		{"vulkan-890m", []string{"Vulkan0"}, []string{ClassRadeon890M}, []Kind{KindIntegratedGPU}},
+		{"vulkan-8060s", []string{"Vulkan0"}, []string{ClassStrixHalo}, []Kind{KindIntegratedGPU}},
+		{"sycl-mtl-arc", []string{"SYCL0"}, []string{ClassArcIGPU}, []Kind{KindIntegratedGPU}},
+		{"sycl-vulkan-lnl", []string{"SYCL0", "Vulkan0"}, []string{ClassArcIGPU, ClassArcIGPU}, []Kind{KindIntegratedGPU, KindIntegratedGPU}},
+		{"vulkan-irisxe", []string{"Vulkan0"}, []string{ClassIrisXe}, []Kind{KindIntegratedGPU}},
+		{"vulkan-llvmpipe", []string{"Vulkan0"}, []string{ClassSoftware}, []Kind{KindSoftware}},
+		{"none", nil, nil, nil},
+		{"metal", []string{"Metal", "BLAS"}, []string{ClassApple, ClassUnknown}, []Kind{KindIntegratedGPU, KindUnknown}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("testdata", "listdevices", tc.file+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			devs, err := ParseListDevices(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(devs) != len(tc.names) {
+				t.Fatalf("got %d devices %+v, want %v", len(devs), devs, tc.names)
+			}
+			for i, d := range devs {
+				if d.Name != tc.names[i] || d.Class.Label != tc.class[i] || d.Kind != tc.kinds[i] {
+					t.Errorf("%d: %s %s %s, want %s %s %s", i, d.Name, d.Class.Label, d.Kind, tc.names[i], tc.class[i], tc.kinds[i])
+				}
+				if d.Total > 0 && d.Free > d.Total {
+					t.Errorf("%s: free %d > total %d", d.Name, d.Free, d.Total)
+				}
+			}
+			golden(t, "listdevices-"+tc.file, devs)
+		})
+	}
+	if _, err := ParseListDevices([]byte("load_backend: x\n")); err != ErrNoHeader {
+		t.Errorf("no header: err = %v", err)
+	}
+}
+
+func TestLlvmpipeDetails(t *testing.T) {
+	devs, err := ParseListDevices([]byte("Available devices:\n  Vulkan0: llvmpipe (LLVM 22.1.8, 256 bits) (24105 MiB, 23277 MiB free)\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := devs[0]
+	if d.Description != "llvmpipe (LLVM 22.1.8, 256 bits)" || d.Total != 24105 || d.Free != 23277 || d.Backend != BackendVulkan {
+		t.Errorf("%+v", d)
+	}
+	if !strings.Contains(d.Class.Note, "not a real GPU") {
+		t.Errorf("note %q", d.Class.Note)
+	}
+}
+
+func TestReconcileGenericROCm(t *testing.T) {
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "strixhalo-8060s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join("testdata", "listdevices", "rocm-strixhalo-generic.txt"))
+	r.Runtime, _ = ParseListDevices(b)
+	Reconcile(r)
+	if d := r.Runtime[0]; d.Class.Label != ClassStrixHalo || d.Kind != KindIntegratedGPU || d.Class.Backends[0] != BackendROCm {
+		t.Errorf("reconciled %+v", d)
+	}
+}
+
+func FuzzParseListDevices(f *testing.F) {
+	ents, _ := os.ReadDir(filepath.Join("testdata", "listdevices"))
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join("testdata", "listdevices", e.Name()))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		devs, err := ParseListDevices(b)
+		if err != nil && devs != nil {
+			t.Fatal("devices with error")
+		}
+		for _, d := range devs {
+			if d.Name == "" || strings.ContainsAny(d.Name, " \t") {
+				t.Fatalf("bad name %q", d.Name)
+			}
+		}
+	})
+}
+
+func FuzzParseCPUInfo(f *testing.F) {
+	ents, _ := os.ReadDir(filepath.Join("testdata", "sysfs"))
+	for _, e := range ents {
+		b, _ := os.ReadFile(filepath.Join("testdata", "sysfs", e.Name(), "proc", "cpuinfo"))
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c CPU
+		parseCPUInfo(b, &c)
+		if c.Cores < 0 || c.Threads < 0 || c.Sockets < 1 {
+			t.Fatalf("bad counts %+v", c)
+		}
+		for i := 1; i < len(c.Features); i++ {
+			if c.Features[i-1] >= c.Features[i] {
+				t.Fatalf("features not sorted and unique: %v", c.Features)
+			}
+		}
+		for _, f := range c.Features {
+			if !simdFlag(f) {
+				t.Fatalf("non-SIMD flag %q kept", f)
+			}
+		}
+		parseMemInfo(b)
+	})
+}
+
+func TestListDevicesBinary(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, script string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ok := write("ok", `echo "ggml_vulkan: Found 1 Vulkan devices:" >&2
+echo "Available devices:"
+echo "  Vulkan0: $DEVNAME (8000 MiB, 7000 MiB free)"`)
+	devs, err := ListDevices(context.Background(), ok, []string{"DEVNAME=Intel(R) Iris(R) Xe Graphics (TGL GT2)"}, 0)
+	if err != nil || len(devs) != 1 || devs[0].Class.Label != ClassIrisXe {
+		t.Errorf("env not passed or parse failed: %+v %v", devs, err)
+	}
+	hang := write("hang", "exec sleep 30\n")
+	t0 := time.Now()
+	if _, err := ListDevices(context.Background(), hang, nil, 300*time.Millisecond); err == nil {
+		t.Error("a hanging binary gave no error")
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	fail := write("fail", "echo 'error: libvulkan.so.1: cannot open shared object file' >&2; exit 1\n")
+	if _, err := ListDevices(context.Background(), fail, nil, 0); err == nil || !strings.Contains(err.Error(), "libvulkan") {
+		t.Errorf("failure error %v should quote stderr", err)
+	}
+}

@@ -1,0 +1,288 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ChildState is the state of one guard server process.
+type ChildState int
+
+// Child states. See the package documentation for the transitions.
+const (
+	ChildStopped ChildState = iota
+	ChildStarting
+	ChildReady
+	ChildUnhealthy
+	ChildRestarting
+	ChildFailed
+)
+
+func (s ChildState) String() string {
+	switch s {
+	case ChildStopped:
+		return "stopped"
+	case ChildStarting:
+		return "starting"
+	case ChildReady:
+		return "ready"
+	case ChildUnhealthy:
+		return "unhealthy"
+	case ChildRestarting:
+		return "restarting"
+	case ChildFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// Errors a child run ends with; Failure wraps one of them.
+var (
+	ErrExited        = errors.New("server exited")
+	ErrHung          = errors.New("server stopped answering /health")
+	ErrStartTimeout  = errors.New("server did not become ready in time")
+	ErrOutOfMemory   = errors.New("server ran out of device memory")
+	ErrLoadFailed    = errors.New("server could not load the model")
+	ErrOverBudget    = errors.New("model and KV cache exceed the device memory budget")
+	ErrDeterministic = errors.New("no guard server available: deterministic checks only")
+)
+
+// oomLine matches llama.cpp and driver messages for failed device
+// allocations (CUDA, HIP, Vulkan, SYCL/Level Zero, host).
+var oomLine = regexp.MustCompile(`(?i)out of memory|ErrorOutOfDeviceMemory|OUT_OF_DEVICE_MEMORY|cudaMalloc failed|hipMalloc failed|failed to allocate .*buffer|unable to allocate .*buffer|std::bad_alloc`)
+
+// fatalLine matches messages after which a restart on the same device
+// cannot help.
+var fatalLine = regexp.MustCompile(`(?i)failed to load model|error loading model|invalid device|unknown device|failed to initialize .* backend`)
+
+// child runs one server process for one device: start, wait for health,
+// watch, restart with backoff, give up. Its goroutine is the only owner
+// of the process and its state; it reports every change on updates.
+type child struct {
+	idx     int
+	dev     Device
+	cfg     *Config
+	updates chan<- childUpdate
+	stop    chan struct{}
+	stopped chan struct{}
+
+	mu    sync.Mutex
+	lines []string // last output lines, for error messages
+	oom   bool
+	fatal string
+}
+
+type childUpdate struct {
+	idx   int
+	state ChildState
+	url   string
+	pid   int
+	err   error
+}
+
+// report sends a state change to the supervisor's owner goroutine, which
+// keeps reading updates until every child has ended.
+func (c *child) report(s ChildState, url string, pid int, err error) {
+	c.updates <- childUpdate{c.idx, s, url, pid, err}
+}
+
+func (c *child) output(line string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.lines) == 20 {
+		copy(c.lines, c.lines[1:])
+		c.lines = c.lines[:19]
+	}
+	c.lines = append(c.lines, line)
+	if oomLine.MatchString(line) {
+		c.oom = true
+	}
+	if c.fatal == "" && fatalLine.MatchString(line) {
+		c.fatal = line
+	}
+	if c.cfg.Log != nil {
+		c.cfg.Log(c.dev.Name, line)
+	}
+}
+
+func (c *child) tail() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "\n")
+}
+
+// classify wraps a run's end in the error that decides what happens next.
+func (c *child) classify(err error) error {
+	c.mu.Lock()
+	oom, fatal := c.oom, c.fatal
+	c.oom, c.fatal = false, ""
+	c.mu.Unlock()
+	switch {
+	case oom:
+		return fmt.Errorf("%w (%v)", ErrOutOfMemory, err)
+	case fatal != "":
+		return fmt.Errorf("%w: %s (%v)", ErrLoadFailed, fatal, err)
+	}
+	return err
+}
+
+// run is the child's owner goroutine.
+func (c *child) run() {
+	defer close(c.stopped)
+	cfg := c.cfg
+	if est, budget := cfg.estimate(), c.dev.BudgetMiB; budget > 0 && est > budget {
+		c.report(ChildFailed, "", 0, fmt.Errorf("%w: %s needs ~%d MiB, budget %d MiB", ErrOverBudget, c.dev.Name, est, budget))
+		return
+	}
+	failures := 0
+	for {
+		select {
+		case <-c.stop:
+			c.report(ChildStopped, "", 0, nil)
+			return
+		default:
+		}
+		port, err := cfg.PickPort()
+		if err != nil {
+			c.report(ChildFailed, "", 0, err)
+			return
+		}
+		url := "http://127.0.0.1:" + strconv.Itoa(port)
+		c.report(ChildStarting, url, 0, nil)
+		args, env := cfg.command(c.dev, port)
+		proc, err := cfg.Starter(context.Background(), Spec{Path: cfg.Binary, Args: args, Env: env, Output: c.output})
+		var readySince time.Time
+		if err == nil {
+			err = c.waitReady(proc, url)
+			if err == nil {
+				readySince = cfg.Clock.Now()
+				c.report(ChildReady, url, proc.Pid(), nil)
+				err = c.watch(proc, url)
+			}
+			c.kill(proc)
+		}
+		if errors.Is(err, errStopping) {
+			c.report(ChildStopped, "", 0, nil)
+			return
+		}
+		err = c.classify(err)
+		if !readySince.IsZero() && cfg.Clock.Now().Sub(readySince) >= cfg.StableAfter {
+			failures = 0 // it ran well for a while: a fresh failure
+		}
+		failures++
+		if errors.Is(err, ErrOutOfMemory) || errors.Is(err, ErrLoadFailed) || failures > cfg.MaxRestarts {
+			if t := c.tail(); t != "" && !errors.Is(err, ErrOutOfMemory) && !errors.Is(err, ErrLoadFailed) {
+				err = fmt.Errorf("%w; last output:\n%s", err, t)
+			}
+			c.report(ChildFailed, "", 0, err)
+			return
+		}
+		c.report(ChildRestarting, "", 0, err)
+		select {
+		case <-c.stop:
+			c.report(ChildStopped, "", 0, nil)
+			return
+		case <-cfg.Clock.After(cfg.backoff(failures)):
+		}
+	}
+}
+
+var errStopping = errors.New("stopping")
+
+// waitReady polls health until 200, the process exits, the start timeout
+// passes, or Stop.
+func (c *child) waitReady(p Process, url string) error {
+	cfg := c.cfg
+	deadline := cfg.Clock.Now().Add(cfg.StartTimeout)
+	for {
+		select {
+		case <-c.stop:
+			return errStopping
+		case <-p.Done():
+			return fmt.Errorf("%w during start: %v", ErrExited, p.Err())
+		default:
+		}
+		if c.probe(url) == HealthOK {
+			return nil
+		}
+		if !cfg.Clock.Now().Before(deadline) {
+			return fmt.Errorf("%w (%s)", ErrStartTimeout, cfg.StartTimeout)
+		}
+		select {
+		case <-c.stop:
+			return errStopping
+		case <-p.Done():
+			return fmt.Errorf("%w during start: %v", ErrExited, p.Err())
+		case <-cfg.Clock.After(cfg.StartPoll):
+		}
+	}
+}
+
+// watch polls health while the server runs; it returns when the process
+// exits, health fails UnhealthyAfter times in a row, or Stop.
+func (c *child) watch(p Process, url string) error {
+	cfg := c.cfg
+	bad := 0
+	for {
+		select {
+		case <-c.stop:
+			return errStopping
+		case <-p.Done():
+			return fmt.Errorf("%w: %v", ErrExited, p.Err())
+		case <-cfg.Clock.After(cfg.HealthInterval):
+		}
+		switch c.probe(url) {
+		case HealthOK:
+			if bad > 0 {
+				c.report(ChildReady, url, p.Pid(), nil)
+			}
+			bad = 0
+		default:
+			// An exit seen by the probe is an exit, not a hang.
+			select {
+			case <-p.Done():
+				return fmt.Errorf("%w: %v", ErrExited, p.Err())
+			default:
+			}
+			bad++
+			if bad == 1 {
+				c.report(ChildUnhealthy, url, p.Pid(), nil)
+			}
+			if bad >= cfg.UnhealthyAfter {
+				return fmt.Errorf("%w (%d failed probes)", ErrHung, bad)
+			}
+		}
+	}
+}
+
+func (c *child) probe(url string) Health {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProbeTimeout)
+	defer cancel()
+	return c.cfg.Health(ctx, url)
+}
+
+// kill stops the process group: SIGTERM, then SIGKILL after StopGrace.
+// It returns when the process has been reaped.
+func (c *child) kill(p Process) {
+	select {
+	case <-p.Done():
+		_ = p.Signal(syscall.SIGKILL) // leftovers of the group, if any
+		return
+	default:
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-p.Done():
+	case <-time.After(c.cfg.StopGrace):
+		_ = p.Signal(syscall.SIGKILL)
+		<-p.Done()
+	}
+	_ = p.Signal(syscall.SIGKILL)
+}
