@@ -131,3 +131,39 @@ func within(t *testing.T, what string, plan, server uint64) {
 		t.Logf("%s: plan %d vs llama-server %d bytes (%.2f%% apart)", what, plan, server, 100*dev)
 	}
 }
+
+// TestPlanDiscoversDevices runs plan without --device on the testbed: the
+// devices package finds the CPU and, through llama-server --list-devices,
+// Vulkan0, which is llvmpipe (a software rasterizer) and must not receive
+// the model.
+func TestPlanDiscoversDevices(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	path := filepath.Join(sharedModelsDir(t), "stories260K.gguf")
+	out, errOut, code := runCLI(t, "plan", path, "--json", "--llama-server", env.LlamaServer, "--env", "GGML_VK_VISIBLE_DEVICES=0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Devices     []struct{ Name, Kind string } `json:"devices"`
+		DeviceNotes []string                      `json:"device_notes"`
+		Strategy    string                        `json:"strategy"`
+		CommandLine string                        `json:"command_line"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Devices) == 0 || rep.Devices[0].Name != "CPU" {
+		t.Fatalf("devices %+v", rep.Devices)
+	}
+	for _, d := range rep.Devices {
+		if d.Name == "Vulkan0" {
+			t.Errorf("llvmpipe offered as a placement device: %+v", rep.Devices)
+		}
+	}
+	if !strings.Contains(strings.Join(rep.DeviceNotes, "\n"), "Vulkan0") {
+		t.Errorf("notes do not say Vulkan0 was left out: %v", rep.DeviceNotes)
+	}
+	if rep.Strategy != "cpu-only" || !strings.Contains(rep.CommandLine, "-dev none") {
+		t.Errorf("strategy %s, command %s", rep.Strategy, rep.CommandLine)
+	}
+}
