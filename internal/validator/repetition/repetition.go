@@ -56,9 +56,12 @@
 // # What it holds back
 //
 // Settled holds back only text that could still be the beginning of a
-// repeat: the last K-1 tokens (a candidate appears once K tokens match)
-// and, while a candidate is alive, everything from where its repeat
-// began. Everything else is released.
+// repeat: of the last K-1 tokens (a candidate appears once K tokens
+// match), those from the first token whose hash occurred earlier in the
+// output (a k-gram starting at a token never seen before cannot repeat
+// anything), and, while a candidate is alive, everything from where its
+// repeat began. Everything else is released, so the opening tokens of an
+// output, all new, flow to the client at once.
 //
 // # The finding
 //
@@ -157,10 +160,11 @@ repetition begins.`,
 const (
 	kgram        = 8 // tokens per rolling-hash window
 	kgramBase    = 0x9E3779B97F4A7C15
-	maxCands     = 8  // candidate periods tracked at once
-	restartSlack = 4  // a repeat copying from a token this close to the start is a restart
-	symbolFactor = 4  // symbol-only periods need this many times the evidence
-	recentMask   = 15 // ring of the starts of the last 16 tokens (>= kgram)
+	maxCands     = 8       // candidate periods tracked at once
+	restartSlack = 4       // a repeat copying from a token this close to the start is a restart
+	symbolFactor = 4       // symbol-only periods need this many times the evidence
+	recentMask   = 15      // ring of the starts of the last 16 tokens (>= kgram)
+	seenWords    = 1 << 10 // 64 Ki bits of token hashes seen so far
 )
 
 type candidate struct {
@@ -186,7 +190,9 @@ type Detector struct {
 	pow    uint64 // kgramBase^(kgram-1)
 	roll   uint64
 
-	recentStart [recentMask + 1]int // byte offsets where the last tokens started
+	recentStart [recentMask + 1]int  // byte offsets where the last tokens started
+	recentSeen  [recentMask + 1]bool // whether that token's hash occurred earlier
+	seen        []uint64             // bitset of token hashes seen so far (false positives only hold more)
 
 	cands    []candidate
 	findings []validator.Finding
@@ -213,6 +219,7 @@ func New(cfg Config) (*Detector, error) {
 		table:  make([]int32, 2*size),
 		tmask:  uint64(2*size - 1),
 		cands:  make([]candidate, 0, maxCands),
+		seen:   make([]uint64, seenWords),
 	}
 	d.pow = 1
 	for i := 0; i < kgram-1; i++ {
@@ -261,10 +268,16 @@ func (d *Detector) Settled() int {
 	if d.tok.kind != tokNone {
 		s = d.tok.start
 	}
-	if d.n > 0 {
-		first := max(0, d.n-(kgram-1))
-		if o := d.recentStart[first&recentMask]; o < s {
-			s = o
+	// A k-gram can repeat earlier text only if its first token occurred
+	// earlier, so of the last kgram-1 tokens only those from the first
+	// token seen before are held. At the start of an output, where every
+	// token is new, nothing waits: the first tokens reach the client at once.
+	for j := max(0, d.n-(kgram-1)); j < d.n; j++ {
+		if d.recentSeen[j&recentMask] {
+			if o := d.recentStart[j&recentMask]; o < s {
+				s = o
+			}
+			break
 		}
 	}
 	for i := range d.cands {
@@ -305,6 +318,9 @@ func (d *Detector) token(h uint64, start, end int) {
 	d.n++
 	d.hashes[i&d.mask] = h
 	d.recentStart[i&recentMask] = start
+	bit := h % (seenWords * 64)
+	d.recentSeen[i&recentMask] = d.seen[bit/64]&(1<<(bit%64)) != 0
+	d.seen[bit/64] |= 1 << (bit % 64)
 
 	// Advance the surviving candidates; a differing token ends one.
 	live := d.cands[:0]

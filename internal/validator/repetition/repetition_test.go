@@ -109,15 +109,24 @@ func TestCaughtEarly(t *testing.T) {
 
 func TestSettledHoldsOnlyTheTail(t *testing.T) {
 	d := newDefault().(*Detector)
+	// Every token is new: nothing can repeat yet, so nothing is held.
 	text := "Renewable energy has grown quickly over the last decade, and storage is next. "
 	d.Write([]byte(text))
+	if s := d.Settled(); s != len(text) {
+		t.Fatalf("settled %d of %d: all-new text must be released whole", s, len(text))
+	}
+	// A tail that starts with a token seen before may begin a repeat: it
+	// is held from that token, and only the last few tokens are.
+	more := "Energy prices fell when the storage market grew. "
+	d.Write([]byte(more))
+	text += more
 	if s := d.Settled(); s < len(text)-60 || s >= len(text) {
 		t.Fatalf("settled %d of %d: want only the last few tokens held", s, len(text))
 	}
 	// A repeat in progress holds back from where it began.
 	d.Write([]byte("I can't help with that. I can't help with that. I can't"))
 	if s := d.Settled(); s > len(text)+len("I can't help with that. ") {
-		t.Fatalf("settled %d released part of the repeat that began at %d", s, len(text)+24)
+		t.Fatalf("settled %d released part of the repeat that began at %d", s, len(text)+len("I can't help with that. "))
 	}
 	d.Close()
 	if len(d.Findings()) != 0 || d.Settled() != d.tok.off {
