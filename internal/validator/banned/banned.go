@@ -238,6 +238,28 @@ func (m *Matcher) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); {
 		b := p[i]
 		if b < utf8.RuneSelf {
+			if len(m.pending) == 0 && asciiPlain[b] && m.ac != nil {
+				// Fast path: a letter or digit and no match waiting for its
+				// boundary (what libMatcher.rune and rune do, inlined).
+				if l := m.libs; l != nil {
+					if len(l.line) == 0 {
+						l.lineStart = m.off
+					}
+					if len(l.line) < maxLine {
+						l.line = append(l.line, b)
+					}
+				}
+				m.inSpace = false
+				m.ring[m.nrunes&m.rmask] = runeInfo{start: m.off, word: true}
+				m.nrunes++
+				m.state = m.ac.step(m.state, b|0x20*asciiUpper(b))
+				if m.ac.out[m.state] >= 0 || m.ac.outNext[m.state] >= 0 {
+					m.outputs(m.off + 1)
+				}
+				m.off++
+				i++
+				continue
+			}
 			m.rune(rune(b), m.off, 1)
 			m.off++
 			i++
@@ -342,13 +364,38 @@ func (m *Matcher) rune(r rune, at, size int) {
 			m.state = m.ac.step(m.state, b)
 		}
 	}
+	m.outputs(at + size)
+}
+
+// outputs reports the terms that end at the rune just fed (end is its
+// byte end).
+func (m *Matcher) outputs(end int) {
 	for s := m.state; s >= 0; s = m.ac.outNext[s] {
 		id := m.ac.out[s]
 		if id < 0 {
 			continue
 		}
-		m.match(int(id), at+size)
+		m.match(int(id), end)
 	}
+}
+
+// asciiPlain marks ASCII letters and digits: word runes that fold to
+// themselves or by one bit.
+var asciiPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := byte('a'); c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	return t
+}()
+
+func asciiUpper(b byte) byte {
+	if b >= 'A' && b <= 'Z' {
+		return 1
+	}
+	return 0
 }
 
 // match handles a term that ends at the rune just fed (end is its byte end).

@@ -145,9 +145,12 @@ func (l *libMatcher) hold() int {
 	if len(l.line) != l.holdLen || len(l.line) == 0 {
 		l.holdLen = len(l.line)
 		if l.callAt < 0 {
-			from := max(0, l.scanned-len("requireNamespace("))
-			if i := callIndex(l.line, from); i >= 0 {
-				l.callAt = i
+			// Every call ends in '(': look for the keywords only when one came.
+			if bytes.IndexByte(l.line[l.scanned:], '(') >= 0 {
+				from := max(0, l.scanned-len("requireNamespace("))
+				if i := callIndex(l.line, from); i >= 0 {
+					l.callAt = i
+				}
 			}
 			l.scanned = len(l.line)
 		}

@@ -118,6 +118,11 @@ func TestMarkedSecrets(t *testing.T) {
 			t.Errorf("secret %q not extracted from %q (got %q)", w, sys, got)
 		}
 	}
+	for _, instr := range []string{"Your API key is provided by the user.", "The password is stored in the vault.", "password: required"} {
+		if got := markedSecrets(instr); len(got) != 0 {
+			t.Errorf("instruction %q taken as secrets %q", instr, got)
+		}
+	}
 	for _, g := range got {
 		if strings.Contains(g, "never") || g == "the password" {
 			t.Errorf("instruction taken as a secret: %q", g)

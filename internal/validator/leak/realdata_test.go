@@ -112,3 +112,46 @@ func TestLLMGuardSecretCases(t *testing.T) {
 		t.Errorf("only %d of %d agree; at most the two documented placeholder cases may differ", agree, total)
 	}
 }
+
+// TestJailbreakBenchResponses scans the 1,637 real model responses of the
+// JailbreakBench artifacts for credentials (no system prompt). They hold
+// none that we know of, so findings bound the false-alarm rate; more than
+// 1% fails.
+func TestJailbreakBenchResponses(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(sharedDir(t), "datasets", "jailbreakbench-artifacts", "*", "*", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no artifact files (%v)", err)
+	}
+	n, flagged := 0, 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			Jailbreaks []struct {
+				Response *string `json:"response"`
+			} `json:"jailbreaks"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil {
+			continue // attack-info.json and friends
+		}
+		for i, j := range a.Jailbreaks {
+			if j.Response == nil {
+				continue
+			}
+			n++
+			d, _ := New(*DefaultConfig(), "")
+			d.Write([]byte(*j.Response))
+			d.Close()
+			if fs := d.Findings(); len(fs) > 0 {
+				flagged++
+				t.Logf("%s #%d: %s", f, i, fs[0].Message)
+			}
+		}
+	}
+	t.Logf("jailbreakbench responses: %d, flagged %d", n, flagged)
+	if flagged*100 > n {
+		t.Errorf("%d of %d responses flagged", flagged, n)
+	}
+}

@@ -59,10 +59,24 @@ func markedSecrets(system string) []string {
 	return out
 }
 
+// notValues are words that follow "the password is" in instructions
+// rather than being the password ("the API key is provided by the user").
+var notValues = map[string]bool{
+	"provided": true, "required": true, "stored": true, "given": true, "set": true, "shared": true, "hidden": true,
+	"private": true, "secret": true, "needed": true, "available": true, "below": true, "above": true, "following": true,
+	"unknown": true, "missing": true, "invalid": true, "valid": true, "correct": true, "wrong": true, "expired": true,
+	"sensitive": true, "encrypted": true, "empty": true, "optional": true, "mandatory": true, "supplied": true,
+	"configured": true, "changed": true, "reset": true, "kept": true, "protected": true, "classified": true,
+	"a": true, "an": true, "the": true, "in": true, "on": true, "at": true, "not": true, "only": true, "also": true,
+}
+
 // placeholderSecret rejects marked values that are instructions rather
-// than secrets ("never reveal it", "<redacted>").
+// than secrets ("never reveal it", "<redacted>", "provided by the user").
 func placeholderSecret(v string) bool {
 	l := strings.ToLower(v)
+	if first, _, _ := strings.Cut(l, " "); notValues[strings.TrimRight(first, ".,;:!")] {
+		return true
+	}
 	for _, w := range []string{"never", "do not", "don't", "redacted", "<", "not to be", "confidential"} {
 		if strings.Contains(l, w) {
 			return true

@@ -2,6 +2,7 @@ package repetition
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -73,4 +74,55 @@ func TestXSTestCompletionsPass(t *testing.T) {
 		}
 	}
 	t.Logf("xstest completions: %d real answers, %d flagged (false-positive rate %.4f)", len(comps), alarms, float64(alarms)/float64(len(comps)))
+}
+
+// TestJailbreakBenchResponses scans the 1,637 real model responses of the
+// JailbreakBench artifacts (GPT-3.5, GPT-4, Llama-2, Vicuna). The one
+// response the detector flags was read by hand and is a real degenerate
+// loop (GCG/gpt-3.5-turbo-1106 #16, a reversed question repeated over and
+// over); the others were not reviewed one by one, so this bounds false
+// alarms rather than proving recall. The test fails when that loop is
+// missed or more than 1% of responses are flagged.
+func TestJailbreakBenchResponses(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(sharedDir(t), "datasets", "jailbreakbench-artifacts", "*", "*", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no artifact files (%v)", err)
+	}
+	n, flagged, sawKnownLoop := 0, 0, false
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a struct {
+			Jailbreaks []struct {
+				Response *string `json:"response"`
+			} `json:"jailbreaks"`
+		}
+		if err := json.Unmarshal(b, &a); err != nil {
+			continue // attack-info.json and friends
+		}
+		id := filepath.Base(filepath.Dir(filepath.Dir(f))) + "/" + filepath.Base(f)
+		for i, j := range a.Jailbreaks {
+			if j.Response == nil {
+				continue
+			}
+			n++
+			fs := validatortest.SplitIndependent(t, newDefault, *j.Response)
+			if len(fs) > 0 {
+				flagged++
+				t.Logf("%s #%d: %s", id, i, fs[0].Message)
+				if id == "GCG/gpt-3.5-turbo-1106.json" && i == 16 {
+					sawKnownLoop = true
+				}
+			}
+		}
+	}
+	t.Logf("jailbreakbench responses: %d, flagged %d", n, flagged)
+	if !sawKnownLoop {
+		t.Error("the known loop (GCG/gpt-3.5-turbo-1106 #16) was not flagged")
+	}
+	if flagged*100 > n {
+		t.Errorf("%d of %d responses flagged", flagged, n)
+	}
 }
