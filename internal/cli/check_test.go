@@ -148,3 +148,44 @@ func TestValidatorExamplesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRealVerdicts runs cases through the real checks linked into the
+// binary: a failing case exits 1 with its reason and action, in order.
+func TestCheckRealVerdicts(t *testing.T) {
+	in := strings.Join([]string{
+		`{"id":"ok","request":{"messages":[{"role":"user","content":"Say hi in under 10 words."}]},"output":"Hi there!"}`,
+		`{"id":"long","request":{"messages":[{"role":"user","content":"Say hi in under 5 words."}]},"output":"Hello there, it is very nice to meet you today."}`,
+		`{"id":"json","request":{"messages":[{"role":"user","content":"JSON please"}],"response_format":{"type":"json_object"}},"output":"{'a': 1}"}`,
+		`{"id":"tool","request":{"messages":[{"role":"user","content":"weather"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]},"output":"","tool_calls":[{"id":"c","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`,
+	}, "\n") + "\n"
+	out, _, code := runCLI(t, in, "check")
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	want := []struct{ id, verdict, reason, action string }{
+		{"ok", "pass", "", "release"},
+		{"long", "fail", "length_exceeded", "retry_with_correction"},
+		{"json", "fail", "invalid_json", ""},
+		{"tool", "fail", "malformed_tool_call", "retry_with_stricter_format"},
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines: %s", len(lines), out)
+	}
+	for i, w := range want {
+		var v struct {
+			ID, Verdict, Action string
+			Reason              *string
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &v); err != nil {
+			t.Fatal(err)
+		}
+		reason := ""
+		if v.Reason != nil {
+			reason = *v.Reason
+		}
+		if v.ID != w.id || v.Verdict != w.verdict || reason != w.reason || (w.action != "" && v.Action != w.action) {
+			t.Errorf("line %d: %s", i, lines[i])
+		}
+	}
+}

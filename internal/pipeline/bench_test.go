@@ -122,6 +122,20 @@ func BenchmarkDefaultStack(b *testing.B) {
 		}
 		benchAttempt(b, p, req, benchJSON)
 	})
+	// The same JSON without the leak check: its credential scan rescans
+	// the current line at every quote, which dominates on one-line JSON
+	// (reported to the leak check's owner).
+	b.Run("json_schema_no_leak", func(b *testing.B) {
+		noLeak, err := policy.Parse([]byte("checks: {leak: false}\n"), "bench", validator.Default)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := &validator.Request{
+			Messages:       []validator.Message{{Role: "user", Content: "Parse the order."}},
+			ResponseFormat: &validator.ResponseFormat{Type: "json_schema", Schema: json.RawMessage(`{"type":"object","properties":{"items":{"type":"array","items":{"type":"object","properties":{"sku":{"type":"string"},"qty":{"type":"integer","minimum":1},"note":{"type":"string"}},"required":["sku","qty"]}}},"required":["items"]}`)},
+		}
+		benchAttempt(b, noLeak, req, benchJSON)
+	})
 	b.Run("constraints", func(b *testing.B) {
 		req := &validator.Request{Messages: []validator.Message{
 			{Role: "user", Content: "Explain Kubernetes deployments in at least 100 words. Do not use pandas. Answer in English."},
