@@ -142,6 +142,8 @@ type Detector struct {
 	lineStart int
 	// Line holds: offsets from which the line must be held (-1 = none).
 	assignSeen bool
+	kwFound    bool // the current line holds an assignment keyword
+	kwScanned  int  // bytes of the current line already searched for one
 	quoteHold  int
 	awsHold    int
 	beginHold  int
@@ -337,7 +339,7 @@ func (d *Detector) byteAt(c byte) {
 	switch {
 	case c == ':' || c == '=':
 		d.assignSeen = true
-	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0 && hasAssignKeyword(d.line):
+	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0 && d.lineHasAssignKeyword():
 		d.quoteHold = at
 	case c == 'B' && d.dashes >= 5 && d.beginHold < 0:
 		d.beginHold = at - 5
@@ -379,6 +381,7 @@ func (d *Detector) endLine() {
 	}
 	d.line = d.line[:0]
 	d.assignSeen, d.quoteHold, d.awsHold, d.beginHold, d.dashes = false, -1, -1, -1, 0
+	d.kwFound, d.kwScanned = false, 0
 }
 
 // assignKeywords are the names an assignment of a secret uses; one must
@@ -387,6 +390,30 @@ var assignKeywords = []string{"pass", "pwd", "secret", "key", "token"}
 
 // hasAssignKeyword reports whether line contains an assignment keyword,
 // ASCII case-insensitively.
+// lineHasAssignKeyword reports whether the current line holds an
+// assignment keyword. The line only grows until it ends, so it searches
+// only the bytes added since the last call (plus an overlap for a keyword
+// cut by the previous end): rescanning the whole line at every quote made
+// one-line JSON quadratic.
+func (d *Detector) lineHasAssignKeyword() bool {
+	if d.kwFound {
+		return true
+	}
+	from := max(0, d.kwScanned-(maxAssignKeyword-1))
+	d.kwScanned = len(d.line)
+	d.kwFound = hasAssignKeyword(d.line[from:])
+	return d.kwFound
+}
+
+// maxAssignKeyword is the length of the longest assignment keyword.
+var maxAssignKeyword = func() int {
+	n := 0
+	for _, k := range assignKeywords {
+		n = max(n, len(k))
+	}
+	return n
+}()
+
 func hasAssignKeyword(line []byte) bool {
 	for _, k := range assignKeywords {
 		for i := 0; i+len(k) <= len(line); i++ {
