@@ -158,7 +158,7 @@ func TestCheckRealVerdicts(t *testing.T) {
 		`{"id":"json","request":{"messages":[{"role":"user","content":"JSON please"}],"response_format":{"type":"json_object"}},"output":"{'a': 1}"}`,
 		`{"id":"tool","request":{"messages":[{"role":"user","content":"weather"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]},"output":"","tool_calls":[{"id":"c","type":"function","function":{"name":"get_weather","arguments":"{}"}}]}`,
 	}, "\n") + "\n"
-	out, _, code := runCLI(t, in, "check")
+	out, _, code := runCheckCLI(t, in, "check")
 	if code != ExitFailure {
 		t.Fatalf("exit %d, want 1", code)
 	}
