@@ -39,6 +39,8 @@ type serveConfig struct {
 	Incidents incidentsConfig `yaml:"incidents"`
 	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
 	LogFormat string `yaml:"log_format"`
+	// GuardServer runs a guard model beside the gateway (serve_guard.go).
+	GuardServer guardServerConfig `yaml:"guard_server"`
 }
 
 type upstreamConfig struct {
@@ -69,6 +71,7 @@ func init() {
 			listen, upURL, kind, configPath, policyPath, tokenFile string
 			maxBody                                                int64
 			incidentsPath, logFormat                               string
+			guardFlagVals                                          guardServerConfig
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -117,6 +120,7 @@ terminal; outputs only when the policy sets log_text).`,
 				if logFormat != "" {
 					cfg.LogFormat = logFormat
 				}
+				cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
 				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
 			},
 		}
@@ -130,6 +134,7 @@ terminal; outputs only when the policy sets log_text).`,
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
 		f.StringVar(&incidentsPath, "incidents", "", "incident log (SQLite) file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents)")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
+		guardFlags(c, &guardFlagVals)
 		return c
 	})
 }
@@ -206,6 +211,15 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			}
 			return def, nil
 		}
+	}
+
+	if cfg.GuardServer.Model != "" {
+		sup, err := startGuardServer(ctx, cfg.GuardServer, obs.Bus, slogger)
+		if err != nil {
+			return err
+		}
+		defer sup.Stop(context.Background())
+		g.Extra = guardExtra(sup, cfg.GuardServer, slogger)
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/bench"
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// guardServerConfig is serve's optional guard model on its own
+// llama-server, supervised, on the device that measures best:
+//
+//	guard_server:
+//	  model: /models/llama-guard-3-1b.Q4_K_M.gguf
+//	  device: auto          # auto | CPU | a llama.cpp device name (Vulkan0, CUDA1, SYCL0)
+//	  llama_server: llama-server
+//	  env: [GGML_VK_VISIBLE_DEVICES=0]
+//	  task: safety          # safety | injection | drift | tool_call
+//	  fail_open: true
+type guardServerConfig struct {
+	Model       string   `yaml:"model"`
+	Device      string   `yaml:"device"`
+	LlamaServer string   `yaml:"llama_server"`
+	Env         []string `yaml:"env"`
+	Task        string   `yaml:"task"`
+	FailOpen    *bool    `yaml:"fail_open"`
+}
+
+// guardFlags adds serve's guard-server flags; they override the config.
+func guardFlags(c *cobra.Command, g *guardServerConfig) {
+	f := c.Flags()
+	f.StringVar(&g.Model, "guard-model", "", "GGUF guard model to run on its own supervised llama-server and ask about every output")
+	f.StringVar(&g.Device, "guard-device", "", "device for the guard model: auto (measure, cached), CPU, or a llama.cpp device name such as Vulkan0 (default auto)")
+	f.StringVar(&g.LlamaServer, "guard-llama-server", "", "llama-server binary for the guard (default: llama-server on PATH)")
+	f.StringArrayVar(&g.Env, "guard-env", nil, "K=V environment for the guard server, repeatable (e.g. GGML_VK_VISIBLE_DEVICES=0)")
+}
+
+// merge lays the flags that were set over the config file's section.
+func (g guardServerConfig) merge(flags guardServerConfig) guardServerConfig {
+	if flags.Model != "" {
+		g.Model = flags.Model
+	}
+	if flags.Device != "" {
+		g.Device = flags.Device
+	}
+	if flags.LlamaServer != "" {
+		g.LlamaServer = flags.LlamaServer
+	}
+	if len(flags.Env) > 0 {
+		g.Env = flags.Env
+	}
+	return g
+}
+
+// startGuardServer picks the guard's device (measured by bench.AutoPlace
+// for "auto", cached per model, devices and server version), starts the
+// guard server there under the supervisor with a CPU fallback, and waits
+// until it serves. The supervisor publishes its state on bus.
+func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus, log *slog.Logger) (*supervisor.Supervisor, error) {
+	bin := gc.LlamaServer
+	if bin == "" {
+		bin = "llama-server"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("guard server: %w (set --guard-llama-server)", err)
+	}
+	var dev supervisor.Device
+	switch d := gc.Device; {
+	case d == "" || strings.EqualFold(d, "auto"):
+		cands, err := bench.Candidates(ctx, path, gc.Env)
+		if err != nil {
+			return nil, fmt.Errorf("guard server: listing devices: %w", err)
+		}
+		p, err := bench.AutoPlace(ctx, bench.AutoOptions{Binary: path, Model: gc.Model, Devices: cands})
+		if err != nil {
+			return nil, fmt.Errorf("guard server: placing the guard: %w", err)
+		}
+		dev = p.SupervisorDevice()
+		log.Info(fmt.Sprintf("guard device: %s (%s; ratio %.2fx vs CPU%s)", p.Device, p.Reason, p.Ratio, map[bool]string{true: ", cached", false: ""}[p.Cached]))
+	default:
+		devs, err := bench.ResolveDevices(ctx, path, []string{d}, gc.Env)
+		if err != nil {
+			return nil, fmt.Errorf("guard server: device %q: %w", d, err)
+		}
+		dev = devs[0]
+	}
+	sup := supervisor.New(supervisor.Config{
+		Binary: path, Model: gc.Model, Chain: []supervisor.Device{dev},
+		HotStandby: !dev.IsCPU(), // a warm CPU spare: the next verdict comes from it if the device fails
+		Bus:        bus,
+	})
+	if err := sup.Start(ctx); err != nil {
+		return nil, fmt.Errorf("guard server: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	url, err := sup.WaitServing(wctx)
+	if err != nil {
+		sup.Stop(context.Background())
+		return nil, fmt.Errorf("guard server: not serving: %w", err)
+	}
+	log.Info("guard server ready", "url", url, "device", sup.Device().Name)
+	return sup, nil
+}
+
+// guardExtra returns the gateway's Extra hook: a guard_llm check against
+// whatever server the supervisor serves from now (it changes on
+// fallback). With no server serving, requests run on the deterministic
+// checks alone, the last link of the fallback chain.
+func guardExtra(sup *supervisor.Supervisor, gc guardServerConfig, log *slog.Logger) func(*validator.Request) []validator.Validator {
+	failOpen := true
+	if gc.FailOpen != nil {
+		failOpen = *gc.FailOpen
+	}
+	return func(req *validator.Request) []validator.Validator {
+		url := sup.URL()
+		if url == "" {
+			return nil
+		}
+		v, err := llm.New(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen}, req, nil)
+		if err != nil {
+			log.Warn("guard check not built", "err", err)
+			return nil
+		}
+		return []validator.Validator{v}
+	}
+}

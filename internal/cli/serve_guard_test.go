@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// TestServeGuardAutoPlacesAndJudges runs serve's guard path on the real
+// testbed: --guard-device auto measures CPU against Vulkan0 (llvmpipe)
+// and must pick the CPU; the guard_llm check built per request gets a
+// verdict from the supervised server (fail closed, so a missing answer
+// would show as guard_unavailable); once the server is gone, requests
+// fall back to the deterministic checks alone.
+func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // measure, do not reuse a placement cached elsewhere
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	closed := false
+	gc := guardServerConfig{Model: env.Model, Device: "auto", LlamaServer: env.LlamaServer,
+		Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}, FailOpen: &closed}
+	sup, err := startGuardServer(ctx, gc, &events.Bus{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Stop(context.Background()) })
+	if d := sup.Device(); !d.IsCPU() {
+		t.Fatalf("auto placement chose %q; Vulkan0 is llvmpipe, slower than the CPU", d.Name)
+	}
+
+	extra := guardExtra(sup, gc, log)
+	req := &validator.Request{Messages: []validator.Message{{Role: "user", Content: "Tell me about the sun."}}}
+	vs := extra(req)
+	if len(vs) != 1 || vs[0].Name() != "guard_llm" {
+		t.Fatalf("extra checks %v, want one guard_llm", vs)
+	}
+	g := vs[0].(*llm.Guard)
+	text := "The sun is the star at the centre of the solar system. It gives light and heat."
+	g.Write([]byte(text))
+	g.Close()
+	for deadline := time.Now().Add(30 * time.Second); !g.Done(); {
+		if time.Now().After(deadline) {
+			t.Fatal("no final guard verdict within 30 s")
+		}
+		g.Tick(time.Now())
+		time.Sleep(10 * time.Millisecond)
+	}
+	g.Wait()
+	for _, f := range g.Findings() {
+		if f.Reason == validator.ReasonGuardUnavailable {
+			t.Fatalf("the supervised guard server did not answer: %+v", f)
+		}
+	}
+	if len(g.Findings()) == 0 && g.Settled() != len(text) {
+		t.Fatalf("passing guard settled %d of %d bytes", g.Settled(), len(text))
+	}
+
+	if err := sup.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if vs := extra(req); len(vs) != 0 {
+		t.Fatalf("with the guard server stopped, got %d extra checks; want deterministic-only", len(vs))
+	}
+}
