@@ -211,6 +211,11 @@ func firstToken(ctx context.Context, base, prompt string, res *ServerResult) err
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// llama-server closes idle kept-alive connections (Keep-Alive:
+	// timeout=5); a present but nil Idempotency-Key marks the POST
+	// replayable, so Go resends it when it met such a closed connection
+	// before any response byte, and sends no such header.
+	req.Header["Idempotency-Key"] = nil
 	client := &http.Client{Timeout: 2 * time.Minute}
 	t0 := time.Now()
 	resp, err := client.Do(req)

@@ -25,13 +25,7 @@ func post(t *testing.T, url, body string) *http.Response {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	// llama-server closes kept-alive connections (Keep-Alive: timeout=5,
-	// max=100). Go's transport resends a request that met such a closed
-	// connection before any response byte only when the request is
-	// replayable; for a POST that takes an Idempotency-Key header (and a
-	// GetBody, which NewRequest sets for a strings.Reader).
-	req.Header.Set("Idempotency-Key", "testbed")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := HTTPClient.Do(req) // replayable across llama-server's keep-alive closes
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}

@@ -101,6 +101,11 @@ func (c *Client) post(ctx context.Context, path string, body any, out any) error
 		return fmt.Errorf("guard llm: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// llama-server closes idle kept-alive connections (Keep-Alive:
+	// timeout=5); a present but nil Idempotency-Key marks the POST
+	// replayable, so Go resends it when it met such a closed connection
+	// before any response byte, and sends no such header.
+	req.Header["Idempotency-Key"] = nil
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("guard llm: %s %s: %w", c.Kind, path, err)

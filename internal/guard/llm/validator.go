@@ -67,7 +67,7 @@ fail_open is set, in which case the text is released unjudged.`,
 
 // sharedHTTP is used by every guard_llm validator: connections to the
 // guard server are reused across attempts.
-var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}}
+var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 4 * time.Second /* under llama-server's keep-alive timeout=5 */}}
 
 // Guard is the guard_llm validator for one attempt.
 type Guard struct {

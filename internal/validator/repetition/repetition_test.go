@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -227,8 +226,7 @@ func TestLlamaStoryLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Timeout: 60 * time.Second}
-	resp, err := client.Do(req)
+	resp, err := testbed.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatalf("llama-server: %v", err)
 	}

@@ -22,7 +22,7 @@ func streamLlama(t *testing.T, chunk func(now time.Time, content string)) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+	resp, err := testbed.HTTPClient.Do(req)
 	if err != nil {
 		t.Fatalf("llama-server: %v", err)
 	}
