@@ -1,4 +1,4 @@
-// Command aegis is a local sentinel for LLM output: an OpenAI-compatible
+// Package main is the aegis command, a local sentinel for LLM output: an OpenAI-compatible
 // gateway that checks every streamed response and releases, repairs or
 // stops it. Run `aegis --help` for the subcommands.
 package main
