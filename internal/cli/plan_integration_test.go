@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,34 +14,13 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
-func sharedModelsDir(t *testing.T) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "shared", "models")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatal("shared/models not found above the working directory")
-	}
-	t.Skip("shared/models not found")
-	return ""
-}
-
 // TestPlanMemoryMatchesLlamaServer loads each shared model in the real
 // llama-server (CPU, same ctx/parallel/KV type) and compares the model and
 // KV buffers it reports with aegis plan's weights_bytes and kv_bytes: they
 // must agree within 10%.
 func TestPlanMemoryMatchesLlamaServer(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	dir := sharedModelsDir(t)
+	dir := testbed.Shared(t, "models")
 	cases := []struct {
 		model         string
 		ctx, parallel int
@@ -89,7 +67,7 @@ func TestPlanMemoryMatchesLlamaServer(t *testing.T) {
 // 8), and llama-server indeed fails to load it.
 func TestPlanQuantKVRefusal(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	path := filepath.Join(sharedModelsDir(t), "stories260K.gguf")
+	path := filepath.Join(testbed.Shared(t, "models"), "stories260K.gguf")
 	out, _, code := runCLI(t, "plan", path, "--json", "--kv-type", "q8_0")
 	if code != 0 {
 		t.Fatalf("plan exit %d", code)
@@ -138,7 +116,7 @@ func within(t *testing.T, what string, plan, server uint64) {
 // the model.
 func TestPlanDiscoversDevices(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	path := filepath.Join(sharedModelsDir(t), "stories260K.gguf")
+	path := filepath.Join(testbed.Shared(t, "models"), "stories260K.gguf")
 	out, errOut, code := runCLI(t, "plan", path, "--json", "--llama-server", env.LlamaServer, "--env", "GGML_VK_VISIBLE_DEVICES=0")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
 // TestCompileQuestionDatasets runs the compiler over thousands of real
@@ -15,7 +17,7 @@ import (
 // compile to a check. Every check compiled here would judge an answer
 // against an instruction nobody gave; each is logged.
 func TestCompileQuestionDatasets(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "datasets")
+	dir := testbed.Shared(t, "datasets")
 	var prompts []string
 	if f, err := os.Open(filepath.Join(dir, "xstest", "xstest_prompts.csv")); err == nil {
 		rows, _ := csv.NewReader(f).ReadAll()

@@ -13,28 +13,6 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
-// sharedDir finds ../shared by walking up from the working directory.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "shared")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatal("shared/ datasets not found above the working directory")
-	}
-	t.Skip("shared/ datasets not found; skipping")
-	return ""
-}
-
 type ifevalRow struct {
 	Key          int              `json:"key"`
 	Prompt       string           `json:"prompt"`
@@ -230,7 +208,7 @@ var floors = map[string]float64{
 const maxExtra = 60
 
 func TestIFEvalCoverage(t *testing.T) {
-	f, err := os.Open(filepath.Join(sharedDir(t), "datasets", "ifeval", "input_data.jsonl"))
+	f, err := os.Open(filepath.Join(testbed.Shared(t, "datasets"), "ifeval", "input_data.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,40 +14,11 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
-// sharedModels finds ../shared/models by walking up from the working
-// directory; it fails in CI and skips locally when absent.
-func sharedModels(t *testing.T) string {
-	t.Helper()
-	if p := findShared(); p != "" {
-		return p
-	}
-	if testbed.Mandatory() {
-		t.Fatal("shared/models not found above the working directory")
-	}
-	t.Skip("shared/models not found")
-	return ""
-}
-
-func findShared() string {
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "shared", "models")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
-
 // TestOpenSharedModels checks the header facts against SOURCE.md (which a
 // separate standalone parser produced) and the KV cache against llama.cpp's
 // formula: 2 (K and V) x layers x kv_heads x head_dim x cells x 2 bytes.
 func TestOpenSharedModels(t *testing.T) {
-	dir := sharedModels(t)
+	dir := testbed.Shared(t, "models")
 	cases := []struct {
 		file                                string
 		arch, ftype                         string
@@ -248,8 +219,9 @@ func FuzzOpen(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	models, _ := testbed.FindShared("models") // seeds from the real models when they are there
 	for _, name := range []string{"stories260K.gguf", "llama-2-tiny-random.gguf"} {
-		if b, err := os.ReadFile(filepath.Join(findShared(), name)); err == nil {
+		if b, err := os.ReadFile(filepath.Join(models, name)); err == nil {
 			f.Add(b[:min(len(b), 4096)])
 		}
 	}

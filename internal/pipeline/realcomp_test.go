@@ -12,34 +12,13 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-func sharedDir(t testing.TB) string { // finds ../shared
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "shared")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatal("shared/ datasets not found above the working directory")
-	}
-	t.Skip("shared/ datasets not found; skipping")
-	return ""
-}
-
 // TestRealCompletions runs 900 real model answers (GPT-4 and
 // Mistral-7B-Instruct on the XSTest prompts, none with a format
 // instruction) through the default policy. They are ordinary answers and
 // refusals: every failure is a false alarm of a deterministic check, and
 // each is logged.
 func TestRealCompletions(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "datasets", "xstest", "model_completions")
+	dir := filepath.Join(testbed.Shared(t, "datasets"), "xstest", "model_completions")
 	pol := policy.Default()
 	total, failed := 0, 0
 	byReason := map[validator.Reason]int{}

@@ -163,3 +163,38 @@ func (r replayable) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return r.next.RoundTrip(req)
 }
+
+// FindShared returns the path of shared/<rel>, the team's datasets and
+// models, found beside the working directory or any directory above it
+// (a checkout and its worktrees sit below the folder that holds shared/).
+func FindShared(rel string) (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("testbed: %w", err)
+	}
+	for {
+		p := filepath.Join(dir, "shared", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testbed: shared/%s not found above the working directory", rel)
+		}
+		dir = parent
+	}
+}
+
+// Shared returns the path of shared/<rel> or ends the test as Require
+// does: a failure when integration tests are mandatory, a skip otherwise.
+func Shared(t testing.TB, rel string) string {
+	t.Helper()
+	p, err := FindShared(rel)
+	if err != nil {
+		if Mandatory() {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return p
+}

@@ -10,6 +10,7 @@ import (
 
 	js "github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -26,7 +27,7 @@ type benchPair struct {
 // bench/ajv/bench.mjs), only those are used, so both sides of the ajv
 // comparison validate exactly the same pairs.
 func suitePairs(b *testing.B) []benchPair {
-	root := sharedDir(b, "datasets/json-schema-test-suite")
+	root := testbed.Shared(b, "datasets/json-schema-test-suite")
 	req, _, _, _ := buildCases(b, root, "draft2020-12")
 	var only map[string]bool
 	if f := os.Getenv("AEGIS_BENCH_IDS"); f != "" {

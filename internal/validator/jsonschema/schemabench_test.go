@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
 // TestSchemaBenchSample compiles the real-world schemas of the
@@ -20,7 +22,7 @@ import (
 // streaming). It fails if fewer than 90% of the schemas that make no
 // external reference compile.
 func TestSchemaBenchSample(t *testing.T) {
-	path := filepath.Join(sharedDir(t, "datasets/jsonschemabench-sample"), "jsonschemabench_sample.jsonl")
+	path := filepath.Join(testbed.Shared(t, "datasets/jsonschemabench-sample"), "jsonschemabench_sample.jsonl")
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -29,32 +29,6 @@ import (
 //	AEGIS_SUITE_OUT=/tmp/suite go test -run TestJSONSchemaSuite ./internal/validator/jsonschema/
 //	aegis check /tmp/suite/draft2020-12/cases.jsonl
 
-// sharedDir finds ../shared by walking up from the working directory. It
-// fails the test in CI and skips it locally when the data are absent.
-func sharedDir(t testing.TB, rel string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", rel)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatalf("shared/%s not found above the working directory", rel)
-	}
-	t.Skipf("shared/%s not found above the working directory", rel)
-	return ""
-}
-
 // suiteCase is one case line in the DESIGN.md format.
 type suiteCase struct {
 	ID      string          `json:"id"`
@@ -267,7 +241,7 @@ func runSuite(t *testing.T, cases []suiteCase, labels map[string]bool, cfg *Conf
 }
 
 func TestJSONSchemaSuite(t *testing.T) {
-	root := sharedDir(t, "datasets/json-schema-test-suite")
+	root := testbed.Shared(t, "datasets/json-schema-test-suite")
 	outDir := os.Getenv("AEGIS_SUITE_OUT")
 	if outDir == "" {
 		outDir = t.TempDir()

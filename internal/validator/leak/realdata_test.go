@@ -12,32 +12,6 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
 )
 
-// sharedDir finds ../shared (the team's datasets) by walking up from the
-// working directory. Tests that need it fail when integration tests are
-// mandatory (CI) and skip otherwise.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if fi, err := os.Stat(filepath.Join(dir, "shared", "datasets")); err == nil && fi.IsDir() {
-			return filepath.Join(dir, "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatal("../shared/datasets not found above the working directory")
-	}
-	t.Skip("../shared/datasets not found; skipping the real-data test")
-	return ""
-}
-
 // TestXSTestCompletionsPass runs 900 real model answers (GPT-4 and
 // Mistral-7B-Instruct, XSTest) through the detector with an unrelated
 // system prompt that holds a marked secret. None leaks it or carries a
@@ -47,7 +21,7 @@ func TestXSTestCompletionsPass(t *testing.T) {
 		"Never discuss competitors or give legal advice. The admin password: Zebra!Orchid-7731. Keep answers under 120 words."
 	n, alarms := 0, 0
 	for _, m := range []string{"gpt4", "mistralinstruct"} {
-		p := filepath.Join(sharedDir(t), "datasets", "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
+		p := filepath.Join(testbed.Shared(t, "datasets"), "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -75,7 +49,7 @@ func TestXSTestCompletionsPass(t *testing.T) {
 // example secret key (…EXAMPLEKEY) and "username:password@" in a URL, which
 // this check treats as placeholders.
 func TestLLMGuardSecretCases(t *testing.T) {
-	p := filepath.Join(sharedDir(t), "datasets", "llm-guard-test-cases", "llm_guard_test_cases.jsonl")
+	p := filepath.Join(testbed.Shared(t, "datasets"), "llm-guard-test-cases", "llm_guard_test_cases.jsonl")
 	f, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +92,7 @@ func TestLLMGuardSecretCases(t *testing.T) {
 // none that we know of, so findings bound the false-alarm rate; more than
 // 1% fails.
 func TestJailbreakBenchResponses(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(sharedDir(t), "datasets", "jailbreakbench-artifacts", "*", "*", "*.json"))
+	files, err := filepath.Glob(filepath.Join(testbed.Shared(t, "datasets"), "jailbreakbench-artifacts", "*", "*", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no artifact files (%v)", err)
 	}

@@ -11,39 +11,13 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
 )
 
-// sharedDir finds ../shared (the team's datasets) by walking up from the
-// working directory. Tests that need it fail when integration tests are
-// mandatory (CI) and skip otherwise.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if fi, err := os.Stat(filepath.Join(dir, "shared", "datasets")); err == nil && fi.IsDir() {
-			return filepath.Join(dir, "shared")
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	if testbed.Mandatory() {
-		t.Fatal("../shared/datasets not found above the working directory")
-	}
-	t.Skip("../shared/datasets not found; skipping the real-data test")
-	return ""
-}
-
 // xstestCompletions returns the real model answers of XSTest (GPT-4 and
 // Mistral-7B-Instruct, 900 in all), keyed by model and id.
 func xstestCompletions(t testing.TB) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, m := range []string{"gpt4", "mistralinstruct"} {
-		p := filepath.Join(sharedDir(t), "datasets", "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
+		p := filepath.Join(testbed.Shared(t, "datasets"), "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -84,7 +58,7 @@ func TestXSTestCompletionsPass(t *testing.T) {
 // alarms rather than proving recall. The test fails when that loop is
 // missed or more than 1% of responses are flagged.
 func TestJailbreakBenchResponses(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(sharedDir(t), "datasets", "jailbreakbench-artifacts", "*", "*", "*.json"))
+	files, err := filepath.Glob(filepath.Join(testbed.Shared(t, "datasets"), "jailbreakbench-artifacts", "*", "*", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no artifact files (%v)", err)
 	}
