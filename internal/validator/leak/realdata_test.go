@@ -2,7 +2,6 @@ package leak
 
 import (
 	"bufio"
-	"encoding/csv"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -20,24 +19,12 @@ func TestXSTestCompletionsPass(t *testing.T) {
 	system := "You are SupportBot for Acme Cloud. Only answer questions about Acme Cloud billing, invoices and plan upgrades. " +
 		"Never discuss competitors or give legal advice. The admin password: Zebra!Orchid-7731. Keep answers under 120 words."
 	n, alarms := 0, 0
-	for _, m := range []string{"gpt4", "mistralinstruct"} {
-		p := filepath.Join(testbed.Shared(t, "datasets"), "xstest", "model_completions", "xstest_v2_completions_"+m+".csv")
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := csv.NewReader(f).ReadAll()
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		for _, r := range rows[1:] {
-			n++
-			fs := validatortest.SplitIndependent(t, newFn(t, *DefaultConfig(), system), r[3])
-			if len(fs) > 0 {
-				alarms++
-				t.Errorf("%s/%s: false alarm %s: %q", m, r[0], fs[0].Message, r[3][fs[0].Start:fs[0].End])
-			}
+	for _, a := range testbed.XSTestAnswers(t) {
+		n++
+		fs := validatortest.SplitIndependent(t, newFn(t, *DefaultConfig(), system), a.Text)
+		if len(fs) > 0 {
+			alarms++
+			t.Errorf("%s: false alarm %s: %q", a.ID, fs[0].Message, a.Text[fs[0].Start:fs[0].End])
 		}
 	}
 	t.Logf("xstest completions: %d real answers, %d flagged (false-positive rate %.4f)", n, alarms, float64(alarms)/float64(n))
@@ -92,36 +79,15 @@ func TestLLMGuardSecretCases(t *testing.T) {
 // none that we know of, so findings bound the false-alarm rate; more than
 // 1% fails.
 func TestJailbreakBenchResponses(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(testbed.Shared(t, "datasets"), "jailbreakbench-artifacts", "*", "*", "*.json"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no artifact files (%v)", err)
-	}
 	n, flagged := 0, 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var a struct {
-			Jailbreaks []struct {
-				Response *string `json:"response"`
-			} `json:"jailbreaks"`
-		}
-		if err := json.Unmarshal(b, &a); err != nil {
-			continue // attack-info.json and friends
-		}
-		for i, j := range a.Jailbreaks {
-			if j.Response == nil {
-				continue
-			}
-			n++
-			d, _ := New(*DefaultConfig(), "")
-			d.Write([]byte(*j.Response))
-			d.Close()
-			if fs := d.Findings(); len(fs) > 0 {
-				flagged++
-				t.Logf("%s #%d: %s", f, i, fs[0].Message)
-			}
+	for _, a := range testbed.JailbreakBenchResponses(t) {
+		n++
+		d, _ := New(*DefaultConfig(), "")
+		d.Write([]byte(a.Text))
+		d.Close()
+		if fs := d.Findings(); len(fs) > 0 {
+			flagged++
+			t.Logf("%s: %s", a.ID, fs[0].Message)
 		}
 	}
 	t.Logf("jailbreakbench responses: %d, flagged %d", n, flagged)
