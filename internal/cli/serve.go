@@ -281,6 +281,9 @@ func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Reque
 	if err := pol.DecodeGuard(&ip); err != nil {
 		return nil, err
 	}
+	if ip.Input == "off" {
+		return nil, nil // no screening: do not load the model at start-up
+	}
 	g, err := guard.Default()
 	if err != nil {
 		return nil, fmt.Errorf("loading the embedded guard: %w", err)
