@@ -47,9 +47,10 @@ func replayBoth(tb testing.TB) *httptest.Server {
 // word-count check (length max_words), and, when AEGIS_BENCH_PORTKEY_URL
 // names a running Portkey gateway, through Portkey with its equivalent
 // default.wordCount output guardrail, all against one replayed upstream,
-// interleaved; it reports p50 and p99 latency per path. Portkey is
-// compared on non-streaming requests because its streaming path fails on
-// Node 20 (TypeError: immutable). scripts/bench-overhead runs it.
+// interleaved; it reports p50 and p99 latency per path. Non-streaming is
+// where Portkey's output guardrail actually judges the answer;
+// BenchmarkStreamSideBySide compares the streaming paths.
+// scripts/bench-overhead runs both.
 func BenchmarkNonStreamSideBySide(b *testing.B) {
 	up := replayBoth(b)
 	u := mustUpstream(b, "replay", up.URL, upstream.KindLlamaServer)
