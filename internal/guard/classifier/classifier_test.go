@@ -207,3 +207,31 @@ func BenchmarkScore512TokensP99(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 }
+
+// TestGeneratedNeverHeldOut checks that generated examples are trained on
+// but never enter the held-out split that sets thresholds.
+func TestGeneratedNeverHeldOut(t *testing.T) {
+	base := synthetic()
+	_, rep0, err := Train(base, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := append([]Example(nil), base...)
+	for i := 0; i < 200; i++ {
+		gen = append(gen, Example{Text: fmt.Sprintf("| row %d | value %d | note |", i, i*7), Source: "gen", Labels: [2]Label{Negative, Ignore}, Generated: true, Whole: true})
+	}
+	_, rep1, err := Train(gen, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, h1 := rep0.Heads[0], rep1.Heads[0]
+	if h1.HoldNeg != h0.HoldNeg || h1.HoldPos != h0.HoldPos {
+		t.Errorf("held out %d/%d with generated examples, %d/%d without", h1.HoldNeg, h1.HoldPos, h0.HoldNeg, h0.HoldPos)
+	}
+	if h1.TrainNeg != h0.TrainNeg+200 {
+		t.Errorf("trained on %d negatives, want %d + 200 generated", h1.TrainNeg, h0.TrainNeg)
+	}
+	if u0, u1 := rep0.Heads[1], rep1.Heads[1]; u1.TrainNeg != u0.TrainNeg {
+		t.Errorf("unsafe head trained on %d negatives, want %d (generated ones are ignored for it)", u1.TrainNeg, u0.TrainNeg)
+	}
+}

@@ -30,6 +30,15 @@ type Example struct {
 	Text   string
 	Source string
 	Labels [2]Label
+	// Whole keeps a long example from also being learnt window by
+	// window: for a document with one injected sentence, the windows
+	// without it are not positives.
+	Whole bool
+	// Generated marks an example made by the project's code rather than
+	// read from a dataset: it is always trained on and never held out,
+	// so that thresholds and calibration rest on real held-out text (easy
+	// generated negatives would otherwise pull the 1% threshold down).
+	Generated bool
 }
 
 // HeadNames are the heads Train builds, in Example.Labels order.
@@ -114,6 +123,8 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 				case a == Ignore:
 					p.ex.Labels[h] = b
 				case b == Ignore || a == b:
+					p.ex.Whole = p.ex.Whole && ex.Whole
+					p.ex.Generated = p.ex.Generated && ex.Generated
 				default:
 					rep.Conflicts++
 					p.ex.Labels[h] = Ignore
@@ -144,7 +155,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 	var train, hold []*prepared
 	f := new(features)
 	for _, p := range all {
-		if p.hold {
+		if p.hold && !p.ex.Generated {
 			hold = append(hold, p)
 			continue
 		}
@@ -157,7 +168,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 		// attack" from long jailbreak templates against short benign
 		// requests.
 		for _, tw := range cfg.TrainWindows {
-			if tw <= 0 || f.nWords <= tw {
+			if p.ex.Whole || tw <= 0 || f.nWords <= tw {
 				continue
 			}
 			for a := 0; a < f.nWords; a += tw {
