@@ -235,3 +235,50 @@ func TestGeneratedNeverHeldOut(t *testing.T) {
 		t.Errorf("unsafe head trained on %d negatives, want %d (generated ones are ignored for it)", u1.TrainNeg, u0.TrainNeg)
 	}
 }
+
+func TestBoundBySource(t *testing.T) {
+	ramp := func(n int, top float64) []float64 { // n scores from top down in steps of 1
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = top - float64(i)
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		thr  float32
+		src  map[string][]float64
+		want float32 // the threshold is just above this score
+	}{
+		{"no sources", 1, nil, 1},
+		{"source below threshold", 5, map[string][]float64{"a -": ramp(100, 3)}, 5},
+		// 2% of 100 is 2: the third-highest score is the largest allowed
+		// through, so the threshold sits just above it.
+		{"hard source raises", 1, map[string][]float64{"a -": ramp(100, 50), "b -": ramp(100, 0)}, 48},
+		{"small source ignored", 1, map[string][]float64{"tiny -": ramp(10, 50)}, 1},
+		// 2% of 50 is 1: the second-highest of b (29) sets it.
+		{"hardest source wins", 1, map[string][]float64{"a -": ramp(100, 20), "b -": ramp(50, 30)}, 29},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := boundBySource(c.thr, c.src, 0.02, 25)
+			if got < c.want || got > c.want+0.001 {
+				t.Errorf("threshold %v, want just above %v", got, c.want)
+			}
+			for k, ns := range c.src {
+				if len(ns) < 25 {
+					continue
+				}
+				fp := 0
+				for _, s := range ns {
+					if float32(s) >= got {
+						fp++
+					}
+				}
+				if float64(fp) > 0.02*float64(len(ns)) {
+					t.Errorf("source %s: %d of %d at or above %v", k, fp, len(ns), got)
+				}
+			}
+		})
+	}
+}

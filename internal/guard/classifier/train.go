@@ -61,12 +61,20 @@ type TrainConfig struct {
 	// TrainWindows are the window sizes (in words) long texts are also
 	// learnt in by the injection head.
 	TrainWindows []int
+	// SourceFPR, when positive, raises each head's threshold until every
+	// training source with at least MinSourceNeg held-out negatives has
+	// at most this false-positive rate: the pooled TargetFPR alone lets
+	// one kind of benign text (say, documents) be flagged far more often
+	// while many easy negatives of another kind keep the average low.
+	SourceFPR    float64
+	MinSourceNeg int
 }
 
 // DefaultTrainConfig is what `aegis train` uses.
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
-		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16}
+		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16,
+		SourceFPR: 0.02, MinSourceNeg: 25}
 }
 
 // Report says what Train did.
@@ -125,6 +133,9 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 				case b == Ignore || a == b:
 					p.ex.Whole = p.ex.Whole && ex.Whole
 					p.ex.Generated = p.ex.Generated && ex.Generated
+					// Keep the smallest source name, so that the
+					// result does not depend on input order.
+					p.ex.Source = min(p.ex.Source, ex.Source)
 				default:
 					rep.Conflicts++
 					p.ex.Labels[h] = Ignore
@@ -327,6 +338,15 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	sort.Sort(sort.Reverse(sort.Float64Slice(negs)))
 	head.Threshold = float32(thresholdAt(negs, cfg.TargetFPR))
+	if cfg.SourceFPR > 0 {
+		bySource := map[string][]float64{}
+		for _, x := range bySrc {
+			if strings.HasSuffix(x.key, " -") {
+				bySource[x.key] = append(bySource[x.key], x.s)
+			}
+		}
+		head.Threshold = boundBySource(head.Threshold, bySource, cfg.SourceFPR, cfg.MinSourceNeg)
+	}
 	head.High = float32(math.Max(float64(head.Threshold), thresholdAt(negs, cfg.HighFPR)))
 	head.PlattA, head.PlattB = platt(pos, negs)
 	tp, fp := 0, 0
@@ -355,6 +375,20 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	hr.HoldFPR = float64(fp) / float64(len(negs))
 	hr.Threshold, hr.High, hr.Max = head.Threshold, head.High, float32(negs[0])
 	return head, hr, nil
+}
+
+// boundBySource raises thr until every source with at least minN negative
+// scores has at most fpr of them at or above it.
+func boundBySource(thr float32, negsBySource map[string][]float64, fpr float64, minN int) float32 {
+	for _, k := range sortedNames(negsBySource) {
+		ns := slices.Clone(negsBySource[k])
+		if len(ns) < minN {
+			continue
+		}
+		sort.Sort(sort.Reverse(sort.Float64Slice(ns)))
+		thr = max(thr, float32(thresholdAt(ns, fpr)))
+	}
+	return thr
 }
 
 // thresholdAt returns the smallest score above which at most fpr of the
