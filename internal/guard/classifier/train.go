@@ -68,6 +68,12 @@ type TrainConfig struct {
 	// while many easy negatives of another kind keep the average low.
 	SourceFPR    float64
 	MinSourceNeg int
+	// SourceBalance, when above 1, weighs each source (up to its first
+	// ">") equally within its class, with no source's per-example weight
+	// more than SourceBalance times the class's plain weight nor less
+	// than its inverse, so that the many long jailbreak templates do not
+	// drown out the few short injections.
+	SourceBalance float64
 }
 
 // DefaultTrainConfig is what `aegis train` uses.
@@ -251,6 +257,7 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	n := float64(len(set))
 	wPos, wNeg := n/(2*float64(hr.TrainPos)), n/(2*float64(hr.TrainNeg))
+	weight := sourceWeights(set, hi, cfg.SourceBalance)
 	dim := 1 << cfg.Bits
 	w := make([]float64, dim)
 	g2 := make([]float64, dim)
@@ -279,6 +286,7 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 			if p.ex.Labels[hi] == Positive {
 				y, cw = 1, wPos
 			}
+			cw *= weight[oi]
 			g := (sigmoid(z) - y) * cw
 			bg2 += g * g
 			bias -= cfg.LearningRate * g / (math.Sqrt(bg2) + eps)
@@ -375,6 +383,41 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	hr.HoldFPR = float64(fp) / float64(len(negs))
 	hr.Threshold, hr.High, hr.Max = head.Threshold, head.High, float32(negs[0])
 	return head, hr, nil
+}
+
+// sourceWeights returns a per-example multiplier (1 when balance <= 1)
+// that gives every source group the same total weight within its class,
+// clipped to [1/balance, balance].
+func sourceWeights(set []*prepared, hi int, balance float64) []float64 {
+	out := make([]float64, len(set))
+	group := func(p *prepared) string {
+		src := p.ex.Source
+		if i := strings.IndexByte(src, '>'); i >= 0 {
+			src = src[:i]
+		}
+		return fmt.Sprint(p.ex.Labels[hi]) + " " + src
+	}
+	cnt := map[string]int{}
+	classN := map[Label]int{}
+	classGroups := map[Label]int{}
+	for _, p := range set {
+		g := group(p)
+		if cnt[g] == 0 {
+			classGroups[p.ex.Labels[hi]]++
+		}
+		cnt[g]++
+		classN[p.ex.Labels[hi]]++
+	}
+	for i, p := range set {
+		if balance <= 1 {
+			out[i] = 1
+			continue
+		}
+		l := p.ex.Labels[hi]
+		w := float64(classN[l]) / (float64(classGroups[l]) * float64(cnt[group(p)]))
+		out[i] = min(max(w, 1/balance), balance)
+	}
+	return out
 }
 
 // boundBySource raises thr until every source with at least minN negative
