@@ -282,3 +282,38 @@ func TestBoundBySource(t *testing.T) {
 		})
 	}
 }
+
+func TestSourceWeights(t *testing.T) {
+	mk := func(src string, l Label, n int) []*prepared {
+		out := make([]*prepared, n)
+		for i := range out {
+			out[i] = &prepared{ex: Example{Source: src, Labels: [2]Label{l, Ignore}}}
+		}
+		return out
+	}
+	var set []*prepared
+	set = append(set, mk("big", Positive, 90)...)
+	set = append(set, mk("small", Positive, 10)...)
+	set = append(set, mk("inject:small>docs", Positive, 10)...) // grouped as "inject:small"
+	set = append(set, mk("neg", Negative, 50)...)
+	cases := []struct {
+		name    string
+		balance float64
+		want    map[string]float64 // source -> weight
+	}{
+		{"off", 0, map[string]float64{"big": 1, "small": 1, "inject:small>docs": 1, "neg": 1}},
+		// 110 positives over 3 groups: 110/(3*90), 110/(3*10); one negative group.
+		{"balanced", 20, map[string]float64{"big": 110.0 / 270, "small": 110.0 / 30, "inject:small>docs": 110.0 / 30, "neg": 1}},
+		{"clipped", 2, map[string]float64{"big": 0.5, "small": 2, "inject:small>docs": 2, "neg": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := sourceWeights(set, 0, c.balance)
+			for i, p := range set {
+				if d := w[i] - c.want[p.ex.Source]; d > 1e-9 || d < -1e-9 {
+					t.Fatalf("%s: weight %v, want %v", p.ex.Source, w[i], c.want[p.ex.Source])
+				}
+			}
+		})
+	}
+}

@@ -72,7 +72,9 @@ type TrainConfig struct {
 	// ">") equally within its class, with no source's per-example weight
 	// more than SourceBalance times the class's plain weight nor less
 	// than its inverse, so that the many long jailbreak templates do not
-	// drown out the few short injections.
+	// drown out the few short injections. It applies to the injection
+	// head only: the unsafe head's held-out recall fell with it (0.61 to
+	// 0.40 at 20).
 	SourceBalance float64
 }
 
@@ -80,7 +82,7 @@ type TrainConfig struct {
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
 		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16,
-		SourceFPR: 0.02, MinSourceNeg: 25}
+		SourceFPR: 0.02, MinSourceNeg: 25, SourceBalance: 20}
 }
 
 // Report says what Train did.
@@ -257,7 +259,11 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	n := float64(len(set))
 	wPos, wNeg := n/(2*float64(hr.TrainPos)), n/(2*float64(hr.TrainNeg))
-	weight := sourceWeights(set, hi, cfg.SourceBalance)
+	balance := cfg.SourceBalance
+	if name != HeadInjection {
+		balance = 0
+	}
+	weight := sourceWeights(set, hi, balance)
 	dim := 1 << cfg.Bits
 	w := make([]float64, dim)
 	g2 := make([]float64, dim)
