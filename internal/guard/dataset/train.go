@@ -95,7 +95,10 @@ type Options struct {
 
 // DefaultOptions is what `aegis train` uses.
 func DefaultOptions() Options {
-	return Options{Synthetic: 2000, InjectPerAttack: 6, Chunks: 3000, Seed: 1}
+	// Chunks stays off: 3,000 raised leave-sources-out recall only within
+	// a few examples, and the model then flagged short plain sentences
+	// ("First sentence.", the guard's streaming test).
+	return Options{Synthetic: 2000, InjectPerAttack: 6, Chunks: 0, Seed: 1}
 }
 
 // TrainingWith is Training with explicit generated additions.
