@@ -34,7 +34,13 @@ files with one {"text": ..., "label": 0|1, "category": ...} per line. Without ar
 built-in set is run. Built-in sets: ` + strings.Join(dataset.EvalNames(), ", ") + `.
 
 The guard decides with its own thresholds (set at training time on held-out training data);
-nothing is tuned on these sets.`,
+nothing is tuned on these sets.
+
+Where a set's metadata allows, its positives are also split a priori into "text" (the attack is
+stated in the text) and "context" (an ordinary request that is an attack only against a task or
+system prompt the text is not shown with: BIPIA's task-irrelevant categories, CyberSecEval's
+different_user_input_language and indirect_reference variants). Each group is measured against
+all of the set's negatives; the whole-set row is always printed too.`,
 			RunE: func(c *cobra.Command, args []string) error {
 				var scorer eval.Scorer
 				switch kind {
@@ -125,8 +131,31 @@ func printEvalTable(w io.Writer, rs []*eval.Result) {
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%d\t\n", r.Set, r.Head, r.Pos, r.Neg,
 			pct(r.Precision), pct(r.Recall), pct(r.F1), pct(r.FPR), pct(r.RecallAt1FPR), num(r.AUC), r.P50ms, r.P99ms, r.Errors)
+		// The a-priori split: positives visible in the text alone vs.
+		// those that need their task or system prompt, each against all
+		// of the set's negatives.
+		for _, g := range []string{dataset.GroupText, dataset.GroupContext} {
+			x, ok := r.Groups[g]
+			if !ok {
+				continue
+			}
+			f1 := math.NaN()
+			if x.Precision+x.Recall > 0 {
+				f1 = 2 * x.Precision * x.Recall / (x.Precision + x.Recall)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\t\n", r.Set+" ["+g+"]", r.Head, x.Pos, r.Neg,
+				pct(x.Precision), pct(x.Recall), pct(f1), pct(r.FPR), pct(x.RecallAt1FPR), num(x.AUC))
+		}
 	}
 	tw.Flush()
+	for _, r := range rs {
+		if len(r.Groups) > 0 {
+			fmt.Fprintf(w, "[%s]: positives whose attack is stated in the text; [%s]: ordinary requests that are attacks only\n"+
+				"against a task or system prompt not shown (split a priori from the sets' metadata); each against all negatives.\n",
+				dataset.GroupText, dataset.GroupContext)
+			break
+		}
+	}
 }
 
 func pct(v float64) string {
@@ -158,6 +187,12 @@ func jsonSafe(rs []*eval.Result) []*eval.Result {
 		for k, c := range r.Categories {
 			fix(&c.Rate)
 			r.Categories[k] = c
+		}
+		for k, g := range r.Groups {
+			for _, v := range []*float64{&g.Precision, &g.Recall, &g.RecallAt1FPR, &g.AUC} {
+				fix(v)
+			}
+			r.Groups[k] = g
 		}
 	}
 	return rs

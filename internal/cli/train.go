@@ -11,6 +11,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guard/eval"
 )
 
 // defaultModelPath is where the embedded model lives in the source tree.
@@ -20,7 +21,7 @@ func init() {
 	register(func(stdio *IO) *cobra.Command {
 		cfg := classifier.DefaultTrainConfig()
 		var data, out string
-		var verbose bool
+		var verbose, loso bool
 		c := &cobra.Command{
 			Use:   "train",
 			Short: "Train the embedded guard classifier from the shared datasets",
@@ -51,6 +52,9 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 				exs, err := dataset.Training(root)
 				if err != nil {
 					return fmt.Errorf("train: %w", err)
+				}
+				if loso {
+					return printLOSO(stdio, exs, cfg, start)
 				}
 				m, rep, err := classifier.Train(exs, cfg)
 				if err != nil {
@@ -85,9 +89,35 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "training epochs")
 		f.Uint8Var(&cfg.Bits, "bits", cfg.Bits, "log2 of the hashed feature table size")
 		f.BoolVarP(&verbose, "verbose", "v", false, "print the held-out flag rate per training source")
+		f.BoolVar(&loso, "loso", false, "do not write a model; measure model selection by leaving training sources out (training data only)")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
 		return c
 	})
+}
+
+// printLOSO runs the leave-sources-out folds and prints one line per fold.
+func printLOSO(stdio *IO, exs []classifier.Example, cfg classifier.TrainConfig, start time.Time) error {
+	rs, err := eval.LeaveSourcesOut(exs, cfg, eval.DefaultFolds)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	w := stdio.Out
+	var m1, m2, mi float64
+	ni := 0
+	fmt.Fprintf(w, "%-10s %5s %5s %10s %10s %6s %16s\n", "fold", "pos", "neg", "r@1%FPR", "r@2%FPR", "AUC", "injected r@1%")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-10s %5d %5d %10.3f %10.3f %6.3f %10.3f (%d)\n", r.Fold, r.Pos, r.Neg, r.RecallAt1FPR, r.RecallAt2FPR, r.AUC, r.Injected, r.InjectedN)
+		m1 += r.RecallAt1FPR
+		m2 += r.RecallAt2FPR
+		if r.InjectedN > 0 {
+			mi += r.Injected
+			ni++
+		}
+	}
+	n := float64(len(rs))
+	fmt.Fprintf(w, "%-10s %5s %5s %10.3f %10.3f %6s %10.3f\n", "mean", "", "", m1/n, m2/n, "", mi/float64(max(ni, 1)))
+	fmt.Fprintf(w, "in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // moduleRoot walks up from the working directory to the directory with go.mod.

@@ -207,3 +207,113 @@ func BenchmarkScore512TokensP99(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 }
+
+// TestGeneratedNeverHeldOut checks that generated examples are trained on
+// but never enter the held-out split that sets thresholds.
+func TestGeneratedNeverHeldOut(t *testing.T) {
+	base := synthetic()
+	_, rep0, err := Train(base, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := append([]Example(nil), base...)
+	for i := 0; i < 200; i++ {
+		gen = append(gen, Example{Text: fmt.Sprintf("| row %d | value %d | note |", i, i*7), Source: "gen", Labels: [2]Label{Negative, Ignore}, Generated: true, Whole: true})
+	}
+	_, rep1, err := Train(gen, smallConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h0, h1 := rep0.Heads[0], rep1.Heads[0]
+	if h1.HoldNeg != h0.HoldNeg || h1.HoldPos != h0.HoldPos {
+		t.Errorf("held out %d/%d with generated examples, %d/%d without", h1.HoldNeg, h1.HoldPos, h0.HoldNeg, h0.HoldPos)
+	}
+	if h1.TrainNeg != h0.TrainNeg+200 {
+		t.Errorf("trained on %d negatives, want %d + 200 generated", h1.TrainNeg, h0.TrainNeg)
+	}
+	if u0, u1 := rep0.Heads[1], rep1.Heads[1]; u1.TrainNeg != u0.TrainNeg {
+		t.Errorf("unsafe head trained on %d negatives, want %d (generated ones are ignored for it)", u1.TrainNeg, u0.TrainNeg)
+	}
+}
+
+func TestBoundBySource(t *testing.T) {
+	ramp := func(n int, top float64) []float64 { // n scores from top down in steps of 1
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = top - float64(i)
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		thr  float32
+		src  map[string][]float64
+		want float32 // the threshold is just above this score
+	}{
+		{"no sources", 1, nil, 1},
+		{"source below threshold", 5, map[string][]float64{"a -": ramp(100, 3)}, 5},
+		// 2% of 100 is 2: the third-highest score is the largest allowed
+		// through, so the threshold sits just above it.
+		{"hard source raises", 1, map[string][]float64{"a -": ramp(100, 50), "b -": ramp(100, 0)}, 48},
+		{"small source ignored", 1, map[string][]float64{"tiny -": ramp(10, 50)}, 1},
+		// 2% of 50 is 1: the second-highest of b (29) sets it.
+		{"hardest source wins", 1, map[string][]float64{"a -": ramp(100, 20), "b -": ramp(50, 30)}, 29},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := boundBySource(c.thr, c.src, 0.02, 25)
+			if got < c.want || got > c.want+0.001 {
+				t.Errorf("threshold %v, want just above %v", got, c.want)
+			}
+			for k, ns := range c.src {
+				if len(ns) < 25 {
+					continue
+				}
+				fp := 0
+				for _, s := range ns {
+					if float32(s) >= got {
+						fp++
+					}
+				}
+				if float64(fp) > 0.02*float64(len(ns)) {
+					t.Errorf("source %s: %d of %d at or above %v", k, fp, len(ns), got)
+				}
+			}
+		})
+	}
+}
+
+func TestSourceWeights(t *testing.T) {
+	mk := func(src string, l Label, n int) []*prepared {
+		out := make([]*prepared, n)
+		for i := range out {
+			out[i] = &prepared{ex: Example{Source: src, Labels: [2]Label{l, Ignore}}}
+		}
+		return out
+	}
+	var set []*prepared
+	set = append(set, mk("big", Positive, 90)...)
+	set = append(set, mk("small", Positive, 10)...)
+	set = append(set, mk("inject:small>docs", Positive, 10)...) // grouped as "inject:small"
+	set = append(set, mk("neg", Negative, 50)...)
+	cases := []struct {
+		name    string
+		balance float64
+		want    map[string]float64 // source -> weight
+	}{
+		{"off", 0, map[string]float64{"big": 1, "small": 1, "inject:small>docs": 1, "neg": 1}},
+		// 110 positives over 3 groups: 110/(3*90), 110/(3*10); one negative group.
+		{"balanced", 20, map[string]float64{"big": 110.0 / 270, "small": 110.0 / 30, "inject:small>docs": 110.0 / 30, "neg": 1}},
+		{"clipped", 2, map[string]float64{"big": 0.5, "small": 2, "inject:small>docs": 2, "neg": 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := sourceWeights(set, 0, c.balance)
+			for i, p := range set {
+				if d := w[i] - c.want[p.ex.Source]; d > 1e-9 || d < -1e-9 {
+					t.Fatalf("%s: weight %v, want %v", p.ex.Source, w[i], c.want[p.ex.Source])
+				}
+			}
+		})
+	}
+}

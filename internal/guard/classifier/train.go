@@ -30,6 +30,15 @@ type Example struct {
 	Text   string
 	Source string
 	Labels [2]Label
+	// Whole keeps a long example from also being learnt window by
+	// window: for a document with one injected sentence, the windows
+	// without it are not positives.
+	Whole bool
+	// Generated marks an example made by the project's code rather than
+	// read from a dataset: it is always trained on and never held out,
+	// so that thresholds and calibration rest on real held-out text (easy
+	// generated negatives would otherwise pull the 1% threshold down).
+	Generated bool
 }
 
 // HeadNames are the heads Train builds, in Example.Labels order.
@@ -52,12 +61,28 @@ type TrainConfig struct {
 	// TrainWindows are the window sizes (in words) long texts are also
 	// learnt in by the injection head.
 	TrainWindows []int
+	// SourceFPR, when positive, raises each head's threshold until every
+	// training source with at least MinSourceNeg held-out negatives has
+	// at most this false-positive rate: the pooled TargetFPR alone lets
+	// one kind of benign text (say, documents) be flagged far more often
+	// while many easy negatives of another kind keep the average low.
+	SourceFPR    float64
+	MinSourceNeg int
+	// SourceBalance, when above 1, weighs each source (up to its first
+	// ">") equally within its class, with no source's per-example weight
+	// more than SourceBalance times the class's plain weight nor less
+	// than its inverse, so that the many long jailbreak templates do not
+	// drown out the few short injections. It applies to the injection
+	// head only: the unsafe head's held-out recall fell with it (0.61 to
+	// 0.40 at 20).
+	SourceBalance float64
 }
 
 // DefaultTrainConfig is what `aegis train` uses.
 func DefaultTrainConfig() TrainConfig {
 	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
-		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16}
+		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16,
+		SourceFPR: 0.02, MinSourceNeg: 25, SourceBalance: 20}
 }
 
 // Report says what Train did.
@@ -114,6 +139,11 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 				case a == Ignore:
 					p.ex.Labels[h] = b
 				case b == Ignore || a == b:
+					p.ex.Whole = p.ex.Whole && ex.Whole
+					p.ex.Generated = p.ex.Generated && ex.Generated
+					// Keep the smallest source name, so that the
+					// result does not depend on input order.
+					p.ex.Source = min(p.ex.Source, ex.Source)
 				default:
 					rep.Conflicts++
 					p.ex.Labels[h] = Ignore
@@ -144,7 +174,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 	var train, hold []*prepared
 	f := new(features)
 	for _, p := range all {
-		if p.hold {
+		if p.hold && !p.ex.Generated {
 			hold = append(hold, p)
 			continue
 		}
@@ -157,7 +187,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 		// attack" from long jailbreak templates against short benign
 		// requests.
 		for _, tw := range cfg.TrainWindows {
-			if tw <= 0 || f.nWords <= tw {
+			if p.ex.Whole || tw <= 0 || f.nWords <= tw {
 				continue
 			}
 			for a := 0; a < f.nWords; a += tw {
@@ -229,6 +259,11 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	n := float64(len(set))
 	wPos, wNeg := n/(2*float64(hr.TrainPos)), n/(2*float64(hr.TrainNeg))
+	balance := cfg.SourceBalance
+	if name != HeadInjection {
+		balance = 0
+	}
+	weight := sourceWeights(set, hi, balance)
 	dim := 1 << cfg.Bits
 	w := make([]float64, dim)
 	g2 := make([]float64, dim)
@@ -257,6 +292,7 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 			if p.ex.Labels[hi] == Positive {
 				y, cw = 1, wPos
 			}
+			cw *= weight[oi]
 			g := (sigmoid(z) - y) * cw
 			bg2 += g * g
 			bias -= cfg.LearningRate * g / (math.Sqrt(bg2) + eps)
@@ -316,6 +352,15 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	sort.Sort(sort.Reverse(sort.Float64Slice(negs)))
 	head.Threshold = float32(thresholdAt(negs, cfg.TargetFPR))
+	if cfg.SourceFPR > 0 {
+		bySource := map[string][]float64{}
+		for _, x := range bySrc {
+			if strings.HasSuffix(x.key, " -") {
+				bySource[x.key] = append(bySource[x.key], x.s)
+			}
+		}
+		head.Threshold = boundBySource(head.Threshold, bySource, cfg.SourceFPR, cfg.MinSourceNeg)
+	}
 	head.High = float32(math.Max(float64(head.Threshold), thresholdAt(negs, cfg.HighFPR)))
 	head.PlattA, head.PlattB = platt(pos, negs)
 	tp, fp := 0, 0
@@ -344,6 +389,55 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	hr.HoldFPR = float64(fp) / float64(len(negs))
 	hr.Threshold, hr.High, hr.Max = head.Threshold, head.High, float32(negs[0])
 	return head, hr, nil
+}
+
+// sourceWeights returns a per-example multiplier (1 when balance <= 1)
+// that gives every source group the same total weight within its class,
+// clipped to [1/balance, balance].
+func sourceWeights(set []*prepared, hi int, balance float64) []float64 {
+	out := make([]float64, len(set))
+	group := func(p *prepared) string {
+		src := p.ex.Source
+		if i := strings.IndexByte(src, '>'); i >= 0 {
+			src = src[:i]
+		}
+		return fmt.Sprint(p.ex.Labels[hi]) + " " + src
+	}
+	cnt := map[string]int{}
+	classN := map[Label]int{}
+	classGroups := map[Label]int{}
+	for _, p := range set {
+		g := group(p)
+		if cnt[g] == 0 {
+			classGroups[p.ex.Labels[hi]]++
+		}
+		cnt[g]++
+		classN[p.ex.Labels[hi]]++
+	}
+	for i, p := range set {
+		if balance <= 1 {
+			out[i] = 1
+			continue
+		}
+		l := p.ex.Labels[hi]
+		w := float64(classN[l]) / (float64(classGroups[l]) * float64(cnt[group(p)]))
+		out[i] = min(max(w, 1/balance), balance)
+	}
+	return out
+}
+
+// boundBySource raises thr until every source with at least minN negative
+// scores has at most fpr of them at or above it.
+func boundBySource(thr float32, negsBySource map[string][]float64, fpr float64, minN int) float32 {
+	for _, k := range sortedNames(negsBySource) {
+		ns := slices.Clone(negsBySource[k])
+		if len(ns) < minN {
+			continue
+		}
+		sort.Sort(sort.Reverse(sort.Float64Slice(ns)))
+		thr = max(thr, float32(thresholdAt(ns, fpr)))
+	}
+	return thr
 }
 
 // thresholdAt returns the smallest score above which at most fpr of the

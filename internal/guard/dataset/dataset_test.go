@@ -25,14 +25,19 @@ func sharedRoot(t *testing.T) string {
 
 func TestEvalSetCounts(t *testing.T) {
 	root := sharedRoot(t)
-	want := map[string][2]int{ // pos, neg (from the SOURCE.md files)
-		"cyberseceval-pi":              {251, 450},
-		"cyberseceval-pi-multilingual": {1004, 450},
-		"bipia-test":                   {125, 200},
-		"bipia-test-injected":          {200, 200},
-		"llm-guard-pi":                 {49, 11},
-		"xstest":                       {200, 250},
-		"openai-moderation":            {522, 1158},
+	// pos, neg (from the SOURCE.md files), and positives in the
+	// a-priori "context" group (from the sets' metadata: 5 BIPIA
+	// task-irrelevant categories x 5 strings; CyberSecEval's
+	// different_user_input_language 25 + indirect_reference 13 per
+	// language set).
+	want := map[string][3]int{
+		"cyberseceval-pi":              {251, 450, 38},
+		"cyberseceval-pi-multilingual": {1004, 450, 152},
+		"bipia-test":                   {125, 200, 25},
+		"bipia-test-injected":          {200, 200, 39},
+		"llm-guard-pi":                 {49, 11, 0},
+		"xstest":                       {200, 250, 0},
+		"openai-moderation":            {522, 1158, 0},
 	}
 	for name, w := range want {
 		t.Run(name, func(t *testing.T) {
@@ -40,19 +45,25 @@ func TestEvalSetCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pos, neg int
+			var pos, neg, ctx int
 			for _, it := range s.Items {
 				if it.Label == 1 {
 					pos++
 				} else {
 					neg++
+					if it.Group != "" {
+						t.Errorf("negative %q has group %q", it.Category, it.Group)
+					}
+				}
+				if it.Group == GroupContext {
+					ctx++
 				}
 				if strings.TrimSpace(it.Text) == "" {
 					t.Errorf("empty text in %s", name)
 				}
 			}
-			if pos != w[0] || neg != w[1] {
-				t.Errorf("%s: %d pos / %d neg, want %d / %d", name, pos, neg, w[0], w[1])
+			if pos != w[0] || neg != w[1] || ctx != w[2] {
+				t.Errorf("%s: %d pos / %d neg / %d context, want %d / %d / %d", name, pos, neg, ctx, w[0], w[1], w[2])
 			}
 		})
 	}
@@ -126,7 +137,7 @@ var jsonlCases = []struct {
 	n        int
 	ok       bool
 }{
-	{"two", `{"text":"a","label":1,"category":"x"}` + "\n\n" + `{"text":"b","label":0}`, 2, true},
+	{"two", `{"text":"a","label":1,"category":"x","group":"context"}` + "\n\n" + `{"text":"b","label":0}`, 2, true},
 	{"missing label", `{"text":"a"}`, 0, false},
 	{"bad label", `{"text":"a","label":2}`, 0, false},
 	{"not json", `text`, 0, false},
@@ -138,6 +149,9 @@ func TestReadJSONL(t *testing.T) {
 			items, err := ReadJSONL(strings.NewReader(c.in))
 			if (err == nil) != c.ok || len(items) != c.n {
 				t.Fatalf("got %d items, err %v; want %d, ok=%v", len(items), err, c.n, c.ok)
+			}
+			if c.name == "two" && (items[0].Group != GroupContext || items[1].Group != "") {
+				t.Errorf("groups %q, %q; want %q, empty", items[0].Group, items[1].Group, GroupContext)
 			}
 		})
 	}

@@ -9,10 +9,63 @@ import (
 )
 
 // Item is one labelled evaluation text: Label 1 should be flagged, 0 not.
+// Group, for positives of the built-in sets, says whether the attack is
+// visible in the text itself (GroupText) or only relative to a task or
+// system prompt the text is not shown with (GroupContext); it is set from
+// the dataset's own metadata (see groupOf*), never from a guard's scores.
 type Item struct {
 	Text     string `json:"text"`
 	Label    int    `json:"label"`
 	Category string `json:"category,omitempty"`
+	Group    string `json:"group,omitempty"`
+}
+
+// The a-priori groups of positive items.
+const (
+	// GroupText: the text states the attack (an instruction override,
+	// a role-play jailbreak, an encoded or malicious payload, ...).
+	GroupText = "text"
+	// GroupContext: the text is an ordinary request that is an attack
+	// only against its context (another task, a language rule or a
+	// secret in the system prompt); a content-only classifier is not
+	// expected to flag it.
+	GroupContext = "context"
+)
+
+// bipiaTestTaskCategories are the BIPIA test text-attack categories of
+// the benchmark's "task-irrelevant" group: plain tasks ("analyse the
+// sentiment of ...") that hijack a different task. BIPIA's SOURCE.md says
+// a content-only classifier is not expected to flag them. The other two
+// groups (instruction manipulation of the answer, malicious content) and
+// every code attack state their attack in the text.
+var bipiaTestTaskCategories = map[string]bool{
+	"Task Automation": true, "Business Intelligence": true, "Conversational Agent": true,
+	"Research Assistance": true, "Sentiment Analysis": true,
+}
+
+func groupOfBIPIA(category string) string {
+	if bipiaTestTaskCategories[category] {
+		return GroupContext
+	}
+	return GroupText
+}
+
+// cybersecevalContextVariants are the CyberSecEval 2 injection variants
+// that by their definition need the system prompt: a plain question in
+// another language (an attack only when the system prompt fixes the
+// language) and an indirect reference to protected data ("write a poem
+// about the password" is an attack only when the system prompt holds
+// one). Every other variant carries an override, role play, encoding,
+// persuasion, formatting or repetition trick in the text.
+var cybersecevalContextVariants = map[string]bool{
+	"different_user_input_language": true, "indirect_reference": true,
+}
+
+func groupOfCyberSecEval(variant string) string {
+	if cybersecevalContextVariants[variant] {
+		return GroupContext
+	}
+	return GroupText
 }
 
 // Set is a named evaluation set judged by one head ("prompt_injection",
@@ -77,7 +130,8 @@ func EvalSet(root, name string) (*Set, error) {
 const maxLine = 16 << 20
 
 // ReadJSONL reads items in the shape {"text": ..., "label": 0|1,
-// "category": ...} from r, one per line.
+// "category": ..., "group": ...} from r, one per line (category and group
+// optional).
 func ReadJSONL(r io.Reader) ([]Item, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -91,6 +145,7 @@ func ReadJSONL(r io.Reader) ([]Item, error) {
 			Text     *string `json:"text"`
 			Label    *int    `json:"label"`
 			Category string  `json:"category"`
+			Group    string  `json:"group"`
 		}
 		if err := json.Unmarshal([]byte(line), &raw); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
@@ -101,7 +156,7 @@ func ReadJSONL(r io.Reader) ([]Item, error) {
 		if *raw.Label != 0 && *raw.Label != 1 {
 			return nil, fmt.Errorf("line %d: label %d, want 0 or 1", n, *raw.Label)
 		}
-		out = append(out, Item{Text: *raw.Text, Label: *raw.Label, Category: raw.Category})
+		out = append(out, Item{Text: *raw.Text, Label: *raw.Label, Category: raw.Category, Group: raw.Group})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading items: %w", err)
@@ -125,7 +180,7 @@ func cyberseceval(root, rel string) ([]Item, error) {
 		if strings.Contains(rel, "multilingual") {
 			cat = r.Lang
 		}
-		out = append(out, Item{Text: r.UserInput, Label: 1, Category: cat})
+		out = append(out, Item{Text: r.UserInput, Label: 1, Category: cat, Group: groupOfCyberSecEval(r.Variant)})
 	}
 	return out, nil
 }
@@ -197,14 +252,14 @@ func bipiaTest(injected bool) func(string) ([]Item, error) {
 				out = append(out, Item{Text: c, Label: 0, Category: "clean/" + strings.Split(f, "/")[1]})
 				if injected {
 					k := (i * 7) % len(attacks)
-					out = append(out, Item{Text: inject(c, attacks[k], i), Label: 1, Category: cats[k]})
+					out = append(out, Item{Text: inject(c, attacks[k], i), Label: 1, Category: cats[k], Group: groupOfBIPIA(cats[k])})
 				}
 				i++
 			}
 		}
 		if !injected {
 			for k, a := range attacks {
-				out = append(out, Item{Text: a, Label: 1, Category: cats[k]})
+				out = append(out, Item{Text: a, Label: 1, Category: cats[k], Group: groupOfBIPIA(cats[k])})
 			}
 		}
 		return out, nil

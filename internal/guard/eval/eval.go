@@ -39,7 +39,22 @@ type Result struct {
 	P50ms        float64             `json:"p50_ms"`
 	P99ms        float64             `json:"p99_ms"`
 	Categories   map[string]Category `json:"categories,omitempty"`
-	Note         string              `json:"note,omitempty"`
+	// Groups measures the positives of each a-priori group (see
+	// dataset.Item.Group) against all the set's negatives; empty when
+	// the set's positives carry no group.
+	Groups map[string]Group `json:"groups,omitempty"`
+	Note   string           `json:"note,omitempty"`
+}
+
+// Group is the measurement of one group of positives against all the
+// set's negatives (so FPR is the set's).
+type Group struct {
+	Pos          int     `json:"pos"`
+	TP           int     `json:"tp"`
+	Precision    float64 `json:"precision"`
+	Recall       float64 `json:"recall"`
+	RecallAt1FPR float64 `json:"recall_at_1pct_fpr"`
+	AUC          float64 `json:"auc"`
 }
 
 // Category is the flag rate within one category of a set.
@@ -61,6 +76,8 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 	}
 	r := &Result{Set: set.Name, Head: set.Head, Note: set.Note, Categories: map[string]Category{}}
 	var pos, neg []float64
+	gpos := map[string][]float64{}
+	gtp := map[string]int{}
 	lat := make([]float64, 0, len(set.Items))
 	for _, it := range set.Items {
 		if err := ctx.Err(); err != nil {
@@ -87,6 +104,12 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 			if flag {
 				r.TP++
 			}
+			if it.Group != "" {
+				gpos[it.Group] = append(gpos[it.Group], score)
+				if flag {
+					gtp[it.Group]++
+				}
+			}
 		} else {
 			r.Neg++
 			neg = append(neg, score)
@@ -107,6 +130,13 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 	r.FPR = ratio(r.FP, r.Neg)
 	r.RecallAt1FPR = RecallAtFPR(pos, neg, 0.01)
 	r.AUC = AUC(pos, neg)
+	if len(gpos) > 0 {
+		r.Groups = map[string]Group{}
+		for g, ps := range gpos {
+			r.Groups[g] = Group{Pos: len(ps), TP: gtp[g], Precision: ratio(gtp[g], gtp[g]+r.FP),
+				Recall: ratio(gtp[g], len(ps)), RecallAt1FPR: RecallAtFPR(ps, neg, 0.01), AUC: AUC(ps, neg)}
+		}
+	}
 	r.P50ms = Percentile(lat, 50)
 	r.P99ms = Percentile(lat, 99)
 	return r, nil
