@@ -189,10 +189,10 @@ func bipiaContexts(root string, rels ...string) ([]string, error) {
 	return out, nil
 }
 
-// inject places attack into context the way BIPIA builds injected
+// Inject places attack into context the way BIPIA builds injected
 // documents: at the end, the start or the middle (at a sentence or line
 // break), chosen by pos.
-func inject(context, attack string, pos int) string {
+func Inject(context, attack string, pos int) string {
 	switch pos % 3 {
 	case 0:
 		return context + "\n" + attack

@@ -172,3 +172,23 @@ func FuzzReadJSONL(f *testing.F) {
 		}
 	})
 }
+
+func TestInject(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		where     int
+		want      string
+	}{
+		{"end", "A. B.", 0, "A. B.\nX"},
+		{"start", "A. B.", 1, "X\nA. B."},
+		{"middle", "Aa. Bb. Cc. Dd.", 2, "Aa. Bb. Cc. X  Dd."},
+		{"middle without break", "abcdef", 2, "abcdef X "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Inject(c.doc, "X", c.where); got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -252,7 +252,7 @@ func bipiaTest(injected bool) func(string) ([]Item, error) {
 				out = append(out, Item{Text: c, Label: 0, Category: "clean/" + strings.Split(f, "/")[1]})
 				if injected {
 					k := (i * 7) % len(attacks)
-					out = append(out, Item{Text: inject(c, attacks[k], i), Label: 1, Category: cats[k], Group: groupOfBIPIA(cats[k])})
+					out = append(out, Item{Text: Inject(c, attacks[k], i), Label: 1, Category: cats[k], Group: groupOfBIPIA(cats[k])})
 				}
 				i++
 			}

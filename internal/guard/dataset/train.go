@@ -435,7 +435,7 @@ func injectedPairs(exs []classifier.Example, opt Options) []classifier.Example {
 			ex := excerpt(d.text, 12+r.IntN(30), r)
 			src := "inject:" + a.src + ">" + d.src
 			out = append(out,
-				classifier.Example{Text: inject(ex, a.text, r.IntN(3)), Source: src, Labels: injPos, Whole: true, Generated: true},
+				classifier.Example{Text: Inject(ex, a.text, r.IntN(3)), Source: src, Labels: injPos, Whole: true, Generated: true},
 				classifier.Example{Text: ex, Source: "clean:" + d.src + ">" + a.src, Labels: notInjOnl, Whole: true, Generated: true})
 		}
 	}

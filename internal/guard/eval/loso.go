@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
+	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 )
 
 // Fold is one leave-sources-out split of the training data for the
@@ -95,7 +96,7 @@ func LeaveSourcesOut(exs []classifier.Example, cfg classifier.TrainConfig, folds
 		if len(docs) > 0 {
 			var inj []string
 			for i, a := range pos[:min(len(pos), 300)] {
-				inj = append(inj, insertAt(docs[i%len(docs)], a, i%3))
+				inj = append(inj, dataset.Inject(docs[i%len(docs)], a, i%3))
 			}
 			r.Injected, r.InjectedN = RecallAtFPR(score(inj), ns, 0.01), len(inj)
 		}
@@ -118,22 +119,4 @@ func fifth(text string) bool {
 	h := fnv.New64a()
 	h.Write([]byte(text))
 	return h.Sum64()%5 == 0
-}
-
-// insertAt puts a into doc at the end, the start or after the sentence
-// or line that ends past the middle.
-func insertAt(doc, a string, where int) string {
-	switch where {
-	case 0:
-		return doc + "\n" + a
-	case 1:
-		return a + "\n" + doc
-	}
-	m := len(doc) / 2
-	if k := strings.IndexAny(doc[m:], ".\n"); k >= 0 {
-		m += k + 1
-	} else {
-		m = len(doc)
-	}
-	return doc[:m] + " " + a + " " + doc[m:]
 }

@@ -57,23 +57,3 @@ func TestLeaveSourcesOut(t *testing.T) {
 		t.Error("a fold without positives did not fail")
 	}
 }
-
-func TestInsertAt(t *testing.T) {
-	cases := []struct {
-		name, doc string
-		where     int
-		want      string
-	}{
-		{"end", "A. B.", 0, "A. B.\nX"},
-		{"start", "A. B.", 1, "X\nA. B."},
-		{"middle", "Aa. Bb. Cc. Dd.", 2, "Aa. Bb. Cc. X  Dd."},
-		{"middle without break", "abcdef", 2, "abcdef X "},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := insertAt(c.doc, "X", c.where); got != c.want {
-				t.Errorf("got %q, want %q", got, c.want)
-			}
-		})
-	}
-}
