@@ -23,11 +23,15 @@
 // hand-off to the queue's worker thread and back, about three context
 // switches per token), then sampling and token bookkeeping. Measured on
 // the testbed (stories260K, 1 thread) this costs about 30-40 µs per token
-// and no server flag or request setting removes it (stream, sampler chain,
-// n_probs, cache_prompt, context size, --poll, -fa, --no-cont-batching,
-// --cache-ram, --threads-http, --prio, backend sampling, CPU pinning were
-// tried). For a 260K-parameter model at ~8,000 tok/s that is a quarter of
-// each token; for a 1-3B guard at 20-100 tok/s it is under 1%. The report
+// in the server's fastest rounds, and more in a typical round when the
+// machine is otherwise idle: the hand-off then wakes an idle CPU (with the
+// testbed's second vCPU kept busy, the server's median tg16 went from 0.58
+// to 0.72 of llama-bench's). No server flag or request setting removes it
+// (stream, sampler chain, n_probs, cache_prompt, context size, --poll,
+// -fa, --no-cont-batching, --cache-ram, --threads-http, --prio, backend
+// sampling, CPU pinning were tried). For a 260K-parameter model at ~8,000
+// tok/s that is a quarter to a half of each token; for a 1-3B guard at
+// 20-100 tok/s it is under 1%. The report
 // shows it per device as ServerOverheadUS, next to llama-bench's own
 // spread on the same scale (on llvmpipe, at ~8 ms a token, the overhead is
 // lost in that spread).
