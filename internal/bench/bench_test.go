@@ -247,11 +247,16 @@ func sampleReport() *Report {
 	return &Report{
 		Model: "m.gguf", Threads: 1, Reps: 3, Recommendation: "CPU", Reason: "no device beats the CPU <by> the margin",
 		Devices: []DeviceResult{
-			{Device: "CPU", Speed: map[string]Stat{"pp512": {Median: 9000, Max: 9500}, "tg16": {Median: 4000, Max: 4500}},
-				VerdictMS: Stat{N: 3, Median: 100}, Ratio: 1, Interpretation: VerdictBaseline, Load: Load{SystemPct: 60, ServerCores: 0.6},
-				LlamaBench: map[string]float64{"pp512": 9100}, LlamaBenchBest: map[string]float64{"pp512": 9300}, Agreement: map[string]float64{"pp512": 1.02}},
-			{Device: "Vulkan0", Speed: map[string]Stat{"pp512": {Median: 1000}, "tg16": {Median: 300}},
-				VerdictMS: Stat{N: 3, Median: 950}, Ratio: 0.1, Interpretation: VerdictSlower, Load: Load{SystemPct: -1, ServerCores: -1}},
+			{Device: "CPU", SpeedSource: SourceLlamaBench,
+				DeviceSpeed: map[string]Stat{"pp512": {Median: 9100, Max: 9300}, "tg16": {Median: 8000, Max: 9000}},
+				Served:      map[string]Stat{"pp512": {Median: 9000, Max: 9500}, "tg16": {Median: 6000, Max: 6500}},
+				ServedShare: map[string]float64{"pp512": 1.02, "tg16": 0.72}, ServerOverheadUS: map[string]float64{"tg16": 42.7},
+				ServerOverheadNoiseUS: map[string]float64{"tg16": 13.9},
+				VerdictMS:             Stat{N: 3, Median: 100}, Ratio: 1, Interpretation: VerdictBaseline, Load: Load{SystemPct: 60, ServerCores: 0.6}},
+			{Device: "Vulkan0", SpeedSource: SourceServer, LlamaBenchError: "exit status 1",
+				DeviceSpeed: map[string]Stat{"pp512": {Median: 1000}, "tg16": {Median: 300}},
+				Served:      map[string]Stat{"pp512": {Median: 1000}, "tg16": {Median: 300}},
+				VerdictMS:   Stat{N: 3, Median: 950}, Ratio: 0.1, Interpretation: VerdictSlower, Load: Load{SystemPct: -1, ServerCores: -1}},
 		},
 	}
 }
@@ -262,7 +267,10 @@ func TestReportWriters(t *testing.T) {
 	if err := rep.WriteTable(&tab); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pp512 t/s", "tg16 t/s", VerdictSlower, "recommendation: guard on CPU", "pp512 9000 vs 9100 (102%)"} {
+	for _, want := range []string{"pp512 t/s", "tg16 t/s", VerdictSlower, "recommendation: guard on CPU",
+		"speed from", "served by llama-server (its own timings, medians, t/s): pp512 9000, tg16 6000",
+		"served / device speed (fastest round of each): pp512 102%, tg16 72%; server overhead per token (± llama-bench's own spread): tg16 +43 µs (±14)",
+		"speeds are llama-server's own timings (llama-bench failed: exit status 1)"} {
 		if !strings.Contains(tab.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tab.String())
 		}

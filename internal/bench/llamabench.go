@@ -68,11 +68,16 @@ func ParseLlamaBenchJSON(b []byte) ([]LlamaBenchResult, error) {
 }
 
 // runLlamaBench runs llama-bench for one device with the settings the
-// server measurement uses: same threads, default batch (2048/512), the
-// same -p and -n sizes, all layers on the device.
+// server measurement uses: same threads, default batch (2048/512) and
+// flash attention (auto), the same -p and -n sizes, all layers on the
+// device. Its tg tests decode from an empty context, as the server's
+// one-token-prompt requests do.
 func runLlamaBench(ctx context.Context, binary, model string, dev supervisor.Device, threads, reps int, pp, tg []int) ([]LlamaBenchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	if len(pp) == 0 {
+		pp = []int{0} // llama-bench's "no prefill test"
+	}
 	args := []string{"-m", model, "-p", joinInts(pp), "-n", joinInts(tg), "-r", strconv.Itoa(reps), "-o", "json"}
 	if threads > 0 {
 		args = append(args, "-t", strconv.Itoa(threads))

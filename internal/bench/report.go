@@ -13,7 +13,10 @@ import (
 func (rep *Report) speedTests() []string {
 	seen := map[string]bool{}
 	for _, d := range rep.Devices {
-		for k := range d.Speed {
+		for k := range d.DeviceSpeed {
+			seen[k] = true
+		}
+		for k := range d.Served {
 			seen[k] = true
 		}
 	}
@@ -44,17 +47,22 @@ func na(v float64, format string) string {
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	tests := rep.speedTests()
-	fmt.Fprintf(w, "model %s (%.1f MiB), llama-server %s\nsettings: %s\nload average %.1f at the start, %.1f at the end\n\n",
+	fmt.Fprintf(w, "model %s (%.1f MiB), llama-server %s\nsettings: %s\nload average %.1f at the start, %.1f at the end\n",
 		rep.Model, rep.ModelMiB, rep.ServerVersion, rep.Settings, rep.LoadAvg[0], rep.LoadAvg[1])
-	fmt.Fprint(tw, "device\t")
+	fmt.Fprintf(w, "speeds: the device's own, measured by the tool in \"speed from\" (medians of %d rounds); served speeds and\nllama-server's per-token overhead are listed under the table; time to verdict is the server's\n\n", rep.Reps)
+	fmt.Fprint(tw, "device\tspeed from\t")
 	for _, t := range tests {
 		fmt.Fprintf(tw, "%s t/s\t", t)
 	}
 	fmt.Fprint(tw, "verdict ms\tCPU busy %\tserver cores\tpower W\ttok/J\tmain share\tfallback/restart ms\tratio\t\n")
 	for _, d := range rep.Devices {
-		fmt.Fprintf(tw, "%s\t", d.Device)
+		src := d.SpeedSource
+		if src == "" {
+			src = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t", d.Device, src)
 		for _, t := range tests {
-			s, ok := d.Speed[t]
+			s, ok := d.DeviceSpeed[t]
 			if !ok {
 				fmt.Fprint(tw, "-\t")
 				continue
@@ -93,14 +101,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if len(d.Skipped) > 0 {
 			fmt.Fprintf(w, "         skipped: %s\n", strings.Join(d.Skipped, ", "))
 		}
-		if len(d.Agreement) > 0 {
-			var parts []string
-			for _, t := range tests {
-				if a, ok := d.Agreement[t]; ok {
-					parts = append(parts, fmt.Sprintf("%s %.0f vs %.0f (%.0f%%)", t, d.Speed[t].Median, d.LlamaBench[t], 100*a))
-				}
-			}
-			fmt.Fprintf(w, "         server vs llama-bench (medians; %%: median of %d interleaved rounds): %s\n", rep.Reps, strings.Join(parts, ", "))
+		for _, l := range rep.servedLines(d, tests) {
+			fmt.Fprintf(w, "         %s\n", l)
 		}
 	}
 	if len(rep.Stability) > 0 {
@@ -114,6 +116,42 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "\nrecommendation: guard on %s: %s\n", rep.Recommendation, rep.Reason)
 	return err
+}
+
+// servedLines describe what llama-server delivered on d next to the
+// device's own speed.
+func (rep *Report) servedLines(d DeviceResult, tests []string) []string {
+	if len(d.Served) == 0 {
+		return nil
+	}
+	if d.SpeedSource != SourceLlamaBench {
+		why := "no llama-bench"
+		if d.LlamaBenchError != "" {
+			why = "llama-bench failed: " + d.LlamaBenchError
+		}
+		return []string{fmt.Sprintf("speeds are llama-server's own timings (%s)", why)}
+	}
+	var served, share, over []string
+	for _, t := range tests {
+		if sv, ok := d.Served[t]; ok {
+			served = append(served, fmt.Sprintf("%s %.0f", t, sv.Median))
+		}
+		if v, ok := d.ServedShare[t]; ok {
+			share = append(share, fmt.Sprintf("%s %.0f%%", t, 100*v))
+		}
+		if v, ok := d.ServerOverheadUS[t]; ok {
+			over = append(over, fmt.Sprintf("%s %+.0f µs (±%.0f)", t, v, d.ServerOverheadNoiseUS[t]))
+		}
+	}
+	out := []string{"served by llama-server (its own timings, medians, t/s): " + strings.Join(served, ", ")}
+	if len(share) > 0 {
+		l := "served / device speed (fastest round of each): " + strings.Join(share, ", ")
+		if len(over) > 0 {
+			l += "; server overhead per token (± llama-bench's own spread): " + strings.Join(over, ", ")
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // chart is one horizontal bar chart of the SVG report.
@@ -132,8 +170,20 @@ func (rep *Report) charts() []chart {
 		}
 		return v
 	}
+	// The device speeds' source, when every device has the same one.
+	src := ""
+	for i, d := range rep.Devices {
+		if i == 0 || d.SpeedSource == src {
+			src = d.SpeedSource
+		} else {
+			src = "per device, see the table"
+			break
+		}
+	}
 	for _, t := range rep.speedTests() {
-		cs = append(cs, chart{t + " (server timings)", "tok/s", get(func(d DeviceResult) float64 { return d.Speed[t].Median })})
+		cs = append(cs,
+			chart{fmt.Sprintf("%s, device speed (%s)", t, src), "tok/s", get(func(d DeviceResult) float64 { return d.DeviceSpeed[t].Median })},
+			chart{t + ", served (llama-server timings)", "tok/s", get(func(d DeviceResult) float64 { return d.Served[t].Median })})
 	}
 	cs = append(cs,
 		chart{"time to verdict (lower is better)", "ms", get(func(d DeviceResult) float64 { return d.VerdictMS.Median })},

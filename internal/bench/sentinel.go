@@ -4,10 +4,43 @@
 // measured device/CPU ratio into a placement recommendation. AutoPlace is
 // its short version, run by `aegis serve --guard-device auto` and cached.
 //
-// Speeds come from llama-server's own timings (prefill ppN and decode tgN
-// of /completion answers); llama-bench, when present, is run with the same
-// settings (threads, default batch 2048/512, the same -p/-n, all layers on
-// the device) as a cross-check.
+// Prefill (ppN) and decode (tgN) speeds are reported twice, each labelled
+// by its source:
+//
+//   - the device's own speed, measured by llama-bench with the server's
+//     settings (threads, default batch 2048/512, flash attention auto, the
+//     same -p/-n, all layers on the device, decode from an empty context),
+//     one repetition per round, interleaved with the server's rounds; when
+//     llama-bench is absent or fails, the server's timings stand in and
+//     are labelled so;
+//   - the served speed, from llama-server's own timings of /completion
+//     requests (prompt_per_second, predicted_per_second): what a guard on
+//     this device delivers. Time to verdict is always the server's, since
+//     that is what users wait for.
+//
+// The two differ by llama-server's per-token work, which llama-bench does
+// not do: every decode runs inside the task queue's yield_to_queue (a
+// hand-off to the queue's worker thread and back, about three context
+// switches per token), then sampling and token bookkeeping. Measured on
+// the testbed (stories260K, 1 thread) this costs about 30-40 µs per token
+// in the server's fastest rounds, and more in a typical round when the
+// machine is otherwise idle: the hand-off then wakes an idle CPU (with the
+// testbed's second vCPU kept busy, the server's median tg16 went from 0.58
+// to 0.72 of llama-bench's). No server flag or request setting removes it
+// (stream, sampler chain, n_probs, cache_prompt, context size, --poll,
+// -fa, --no-cont-batching, --cache-ram, --threads-http, --prio, backend
+// sampling, CPU pinning were tried). For a 260K-parameter model at ~8,000
+// tok/s that is a quarter to a half of each token; for a 1-3B guard at
+// 20-100 tok/s it is under 1%. The report
+// shows it per device as ServerOverheadUS, next to llama-bench's own
+// spread on the same scale (on llvmpipe, at ~8 ms a token, the overhead is
+// lost in that spread).
+//
+// On a shared machine other processes only slow a run down, and they slow
+// the two tools differently: the server sleeps between requests and gets
+// a CPU as soon as it wakes, llama-bench is CPU-bound and gets preempted.
+// Comparisons between the tools (ServedShare, ServerOverheadUS) therefore
+// use the fastest round of each, not the medians.
 package bench
 
 import (
@@ -18,6 +51,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +65,7 @@ import (
 // Options configure a sentinel benchmark run.
 type Options struct {
 	Binary     string // llama-server; needed unless every device has a URL
-	LlamaBench string // llama-bench for the cross-check; "" skips it
+	LlamaBench string // measures the devices' own speeds; "" puts the servers' timings in their place
 	Model      string // GGUF path
 	Devices    []supervisor.Device
 	// URLs benchmarks already running servers instead of starting them,
@@ -46,7 +80,7 @@ type Options struct {
 	CtxSize   int   // default 2048
 	Reps      int   // repetitions per speed test (server and llama-bench); default 5
 	Verdicts  int   // time-to-verdict samples; default 5
-	PP        []int // default 512, 1024
+	PP        []int // default 512, 1024; {0} runs no prefill test (as llama-bench -p 0)
 	TG        []int // default 16, 32, 64
 	Stability int   // repeated short placement runs; default 3, <0 skips
 
@@ -57,6 +91,10 @@ type Options struct {
 	Progress func(done, total int, step string)
 	// Root prefixes /proc and /sys for load and power readings.
 	Root string
+
+	// afterRound, when set (by tests), runs after each speed round of a
+	// device, so a test can interleave its own measurements.
+	afterRound func(device string, round int)
 }
 
 func (o *Options) defaults() {
@@ -75,6 +113,7 @@ func (o *Options) defaults() {
 	if len(o.PP) == 0 {
 		o.PP = []int{512, 1024}
 	}
+	o.PP = slices.DeleteFunc(slices.Clone(o.PP), func(n int) bool { return n <= 0 })
 	if len(o.TG) == 0 {
 		o.TG = []int{16, 32, 64}
 	}
@@ -93,6 +132,12 @@ func (o *Options) defaults() {
 	}
 }
 
+// Speed sources of DeviceResult.SpeedSource.
+const (
+	SourceLlamaBench = "llama-bench"
+	SourceServer     = "llama-server timings"
+)
+
 // DeviceResult is everything measured on one device.
 type DeviceResult struct {
 	Device  string `json:"device"`
@@ -103,16 +148,26 @@ type DeviceResult struct {
 	// Skipped names tests the server could not run.
 	Skipped []string `json:"skipped,omitempty"`
 
-	// Speeds in tokens/s from the server's timings, by test name.
-	Speed map[string]Stat `json:"speed"`
-	// LlamaBench holds llama-bench's median tokens/s for the same tests
-	// (LlamaBenchBest the fastest run), and Agreement the median of the
-	// per-round ratios server/llama-bench: each round runs the server's
-	// tests and then llama-bench -r 1, so both see the same background
-	// load on a busy machine.
-	LlamaBench     map[string]float64 `json:"llama_bench,omitempty"`
-	LlamaBenchBest map[string]float64 `json:"llama_bench_best,omitempty"`
-	Agreement      map[string]float64 `json:"agreement,omitempty"`
+	// Speeds in tokens/s by test name (pp512, tg16, ...), over the rounds.
+	// DeviceSpeed is the device's own speed, from SpeedSource: "llama-bench"
+	// (one repetition per round with the server's settings) or
+	// "llama-server timings" when llama-bench is absent or failed
+	// (LlamaBenchError says why). Served is llama-server's own timings:
+	// what a guard on this device delivers.
+	DeviceSpeed     map[string]Stat `json:"device_speed"`
+	SpeedSource     string          `json:"speed_source"`
+	LlamaBenchError string          `json:"llama_bench_error,omitempty"`
+	Served          map[string]Stat `json:"served_speed"`
+	// ServedShare is served / device speed per test, and ServerOverheadUS
+	// llama-server's time per generated token beyond bare decoding
+	// (1e6/served - 1e6/device, tg tests), both from the fastest round of
+	// each tool. Set only when the device speed is llama-bench's.
+	// ServerOverheadNoiseUS is llama-bench's own spread on the same scale
+	// (1e6/median - 1e6/fastest round of the device speed): an overhead
+	// smaller than that is not resolved.
+	ServedShare           map[string]float64 `json:"served_share,omitempty"`
+	ServerOverheadUS      map[string]float64 `json:"server_overhead_us_per_token,omitempty"`
+	ServerOverheadNoiseUS map[string]float64 `json:"server_overhead_noise_us_per_token,omitempty"`
 
 	// VerdictMS is the wall time to a schema-constrained verdict after a
 	// guard prompt of VerdictPromptTokens tokens.
@@ -139,7 +194,7 @@ type DeviceResult struct {
 	RecoveryTested bool    `json:"recovery_tested"`
 
 	// Ratio is CPU time-to-verdict / this device's (>1 = faster than the
-	// CPU); TGRatio the same for tg64 speed.
+	// CPU); TGRatio the same for the served tg64 speed.
 	Ratio          float64 `json:"ratio"`
 	TGRatio        float64 `json:"tg_ratio"`
 	Unstable       bool    `json:"unstable"`
@@ -214,8 +269,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Binary != "" {
 		rep.ServerVersion = ServerVersion(ctx, o.Binary)
 	}
-	rep.Settings = fmt.Sprintf("threads %d, batch 2048/ubatch 512 (defaults of both tools), -p %s, -n %s, %d reps, greedy sampling, ctx %d",
-		o.Threads, joinInts(o.PP), joinInts(o.TG), o.Reps, o.CtxSize)
+	pp := joinInts(o.PP)
+	if pp == "" {
+		pp = "0"
+	}
+	rep.Settings = fmt.Sprintf("threads %d, batch 2048/ubatch 512, flash attention auto (defaults of both tools), -p %s, -n %s, decode from an empty context, %d rounds, server: greedy sampling (samplers [top_k], top_k 1), no prompt cache, ctx %d",
+		o.Threads, pp, joinInts(o.TG), o.Reps, o.CtxSize)
 
 	// The main model for the interference test.
 	var main *endpoint
@@ -343,7 +402,8 @@ func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error)
 }
 
 func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint, mainAlone float64) DeviceResult {
-	res := DeviceResult{Device: d.Label(), Backend: string(d.Backend()), Source: "own server", Speed: map[string]Stat{}}
+	res := DeviceResult{Device: d.Label(), Backend: string(d.Backend()), Source: "own server",
+		DeviceSpeed: map[string]Stat{}, Served: map[string]Stat{}}
 	url := r.o.URLs[d.Label()]
 	if url != "" {
 		res.Source = url
@@ -394,27 +454,47 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 		}
 		return out
 	}
-	// Speed tests, interleaved with llama-bench (one repetition each,
-	// same settings) so both tools see the same background load: the
-	// agreement is the median of the per-round ratios.
+	// Speed tests: each round runs the server's tests and llama-bench
+	// -r 1 with the same settings, in alternating order, so both tools see
+	// the same stretch of background load.
 	samples := map[string][]float64{}
 	lbSamples := map[string][]float64{}
-	ratios := map[string][]float64{}
 	var tgTokens int
 	var power Power
-	for range r.o.Reps {
-		round := map[string]float64{}
-		// Warm-up, as llama-bench does before each test: the first
-		// request after llama-bench ran meets cold caches.
-		if _, err := ep.srv.prefill(ctx, pool(min(64, r.o.PP[0]))); err != nil {
-			return fail(err)
+	lbRound := func() {
+		if r.o.LlamaBench == "" || res.LlamaBenchError != "" {
+			return
 		}
+		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, 1, r.o.PP, r.o.TG)
+		if err != nil {
+			res.LlamaBenchError = err.Error()
+			return
+		}
+		for _, row := range rows {
+			lbSamples[row.Test()] = append(lbSamples[row.Test()], row.AvgTS)
+		}
+	}
+	for i := range r.o.Reps {
+		if i%2 == 1 {
+			lbRound()
+		}
+		// Each test is warmed up as llama-bench warms up its own: an
+		// unmeasured run of the same prompt size before each ppN, a short
+		// generation before the tgN tests. A 64-token warm-up alone left
+		// the server's pp512 ~30% slow on the testbed.
 		for _, n := range pps {
+			if _, err := ep.srv.prefill(ctx, pool(n)); err != nil {
+				return fail(err)
+			}
 			t, err := ep.srv.prefill(ctx, pool(n))
 			if err != nil {
 				return fail(err)
 			}
-			round[fmt.Sprintf("pp%d", n)] = t.PromptPerSecond
+			k := fmt.Sprintf("pp%d", n)
+			samples[k] = append(samples[k], t.PromptPerSecond)
+		}
+		if _, err := ep.srv.generate(ctx, toks[0], 2); err != nil {
+			return fail(err)
 		}
 		pm := startPower(ctx, r.o.Root)
 		for _, n := range r.o.TG {
@@ -422,7 +502,8 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 			if err != nil {
 				return fail(err)
 			}
-			round[fmt.Sprintf("tg%d", n)] = t.PredictedPerSecond
+			k := fmt.Sprintf("tg%d", n)
+			samples[k] = append(samples[k], t.PredictedPerSecond)
 			tgTokens += t.PredictedN
 		}
 		p := pm.stop(ctx)
@@ -434,42 +515,40 @@ func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint
 			}
 			power.Domains[k] += v
 		}
-		for k, v := range round {
-			samples[k] = append(samples[k], v)
+		if i%2 == 0 {
+			lbRound()
 		}
-		if r.o.LlamaBench == "" || res.Error != "" {
-			continue
-		}
-		rows, err := runLlamaBench(ctx, r.o.LlamaBench, r.o.Model, d, r.o.Threads, 1, r.o.PP, r.o.TG)
-		if err != nil {
-			res.Error = "llama-bench: " + err.Error()
-			continue
-		}
-		for _, row := range rows {
-			name := row.Test()
-			lbSamples[name] = append(lbSamples[name], row.AvgTS)
-			if v, ok := round[name]; ok && row.AvgTS > 0 {
-				ratios[name] = append(ratios[name], v/row.AvgTS)
-			}
+		if r.o.afterRound != nil {
+			r.o.afterRound(d.Label(), i)
 		}
 	}
 	for k, v := range samples {
-		res.Speed[k] = summarize(v)
+		res.Served[k] = summarize(v)
 	}
-	if len(lbSamples) > 0 {
-		res.LlamaBench, res.LlamaBenchBest, res.Agreement = map[string]float64{}, map[string]float64{}, map[string]float64{}
+	res.SpeedSource = SourceServer
+	res.DeviceSpeed = res.Served
+	if res.LlamaBenchError == "" && len(lbSamples) > 0 {
+		res.SpeedSource = SourceLlamaBench
+		res.DeviceSpeed = map[string]Stat{}
+		res.ServedShare, res.ServerOverheadUS, res.ServerOverheadNoiseUS = map[string]float64{}, map[string]float64{}, map[string]float64{}
 		for k, v := range lbSamples {
-			st := summarize(v)
-			res.LlamaBench[k], res.LlamaBenchBest[k] = st.Median, st.Max
-		}
-		for k, v := range ratios {
-			res.Agreement[k] = summarize(v).Median
+			dev := summarize(v)
+			res.DeviceSpeed[k] = dev
+			srv, ok := res.Served[k]
+			if !ok || dev.Max <= 0 || srv.Max <= 0 {
+				continue
+			}
+			res.ServedShare[k] = srv.Max / dev.Max
+			if strings.HasPrefix(k, "tg") {
+				res.ServerOverheadUS[k] = 1e6/srv.Max - 1e6/dev.Max
+				res.ServerOverheadNoiseUS[k] = 1e6/dev.Median - 1e6/dev.Max
+			}
 		}
 	}
 	if power.Source == "rapl" || power.Source == "nvidia-smi" {
 		var tgSeconds float64
 		for _, n := range r.o.TG {
-			if st := res.Speed[fmt.Sprintf("tg%d", n)]; st.Mean > 0 {
+			if st := res.Served[fmt.Sprintf("tg%d", n)]; st.Mean > 0 {
 				tgSeconds += float64(n*st.N) / st.Mean
 			}
 		}
@@ -665,10 +744,10 @@ func interpret(d, cpu *DeviceResult) {
 	if d.VerdictMS.Median > 0 {
 		d.Ratio = cpu.VerdictMS.Median / d.VerdictMS.Median
 	}
-	if c, ok := cpu.Speed["tg64"]; ok && c.Median > 0 {
-		d.TGRatio = d.Speed["tg64"].Median / c.Median
+	if c, ok := cpu.Served["tg64"]; ok && c.Median > 0 {
+		d.TGRatio = d.Served["tg64"].Median / c.Median
 	}
-	d.Unstable = d.VerdictMS.CV > UnstableCV || d.Speed["tg64"].CV > UnstableCV
+	d.Unstable = d.VerdictMS.CV > UnstableCV || d.Served["tg64"].CV > UnstableCV
 	d.Interpretation = Interpret(d.Ratio, d.Unstable)
 }
 

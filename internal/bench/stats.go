@@ -14,6 +14,8 @@ type Stat struct {
 	Max    float64 `json:"max"`
 	// CV is the coefficient of variation (stddev/mean).
 	CV float64 `json:"cv"`
+	// Samples are the measurements in the order they were taken.
+	Samples []float64 `json:"samples,omitempty"`
 }
 
 func summarize(v []float64) Stat {
@@ -22,7 +24,7 @@ func summarize(v []float64) Stat {
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	st := Stat{N: len(s), Min: s[0], Max: s[len(s)-1]}
+	st := Stat{N: len(s), Min: s[0], Max: s[len(s)-1], Samples: slices.Clone(v)}
 	var sum float64
 	for _, x := range s {
 		sum += x

@@ -25,9 +25,9 @@ func init() {
 			Use:   "sentinel",
 			Short: "Measure where the guard model runs best (CPU vs. iGPU vs. second GPU)",
 			Long: `sentinel runs the same model, quant and prompts on every device and measures
-prefill (pp512, pp1024) and short decode (tg16/32/64) from llama-server's own
-timings, the time to a schema-constrained verdict after a ~300-token guard
-prompt, the machine's CPU load while the guard answers, power where the machine
+prefill (pp512, pp1024) and short decode (tg16/32/64) speeds, the time to a
+schema-constrained verdict after a ~300-token guard prompt (from the server:
+what users wait for), the machine's CPU load while the guard answers, power where the machine
 exposes it (RAPL, nvidia-smi), how much the guard slows the main model, the
 time to recover when the guard's server is killed, and whether repeated short
 placements choose the same device. The device/CPU ratio is read with the
@@ -35,9 +35,18 @@ interpretation table (slower than CPU: not worth it; about equal: only if it
 frees the CPU; 1.2-1.5x plausible; 2x+ clearly useful; 3x+ strong; unstable:
 experimental), and a placement is recommended.
 
-llama-bench (next to llama-server, or --llama-bench) is run with the same
-settings as a cross-check: --threads, default batch 2048/ubatch 512, the same
--p and -n sizes, all layers on the device.
+Speeds are reported twice, each labelled by its source. The device's own
+speed is measured by llama-bench (next to llama-server, or --llama-bench)
+with the servers' settings: --threads, default batch 2048/ubatch 512 and
+flash attention, the same -p and -n sizes, all layers on the device, decode
+from an empty context; one repetition per round, interleaved with the
+server's rounds. Without llama-bench the server's timings stand in, labelled
+so. The served speed is llama-server's own timings of its /completion
+answers. The two differ by llama-server's work per generated token
+(sampling, bookkeeping, a hand-off to its queue thread around every decode),
+which llama-bench does not do; it is shown in microseconds per token. It
+matters for tiny models (a 260K-parameter model at 8,000 tok/s loses a
+quarter) and hardly at all for a 1-3B guard.
 
 --auto runs only the short placement that 'aegis serve --guard-device auto'
 uses, and caches it.`,
@@ -151,8 +160,8 @@ uses, and caches it.`,
 		f.StringVar(&model, "model", "", "GGUF model of the guard (the same file on every device)")
 		f.StringSliceVar(&devs, "devices", []string{"CPU"}, "devices to compare: CPU and llama.cpp device names (Vulkan0, CUDA0, SYCL0, ROCm0)")
 		f.StringVar(&server, "llama-server", "", "llama-server binary used to start the servers")
-		f.StringVar(&llamaBench, "llama-bench", "", "llama-bench binary for the cross-check (default: next to llama-server)")
-		f.BoolVar(&noLlamaBench, "no-llama-bench", false, "skip the llama-bench cross-check")
+		f.StringVar(&llamaBench, "llama-bench", "", "llama-bench binary for the device speeds (default: next to llama-server)")
+		f.BoolVar(&noLlamaBench, "no-llama-bench", false, "report the servers' timings as the device speeds instead of running llama-bench")
 		f.StringArrayVar(&urls, "url", nil, "DEVICE=URL of an already running server to benchmark instead of starting one; repeatable")
 		f.StringVar(&mainURL, "main-url", "", "main model server for the interference test (default: start one on the CPU)")
 		f.StringArrayVar(&envs, "env", nil, "KEY=VALUE for the GPU servers' environment; repeatable")
