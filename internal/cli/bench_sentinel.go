@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -75,7 +76,12 @@ uses, and caches it.`,
 					}
 				}
 				if server == "" && len(urlMap) < len(devs) {
-					return usagef("--llama-server is required unless every device has a --url")
+					// Like `aegis serve`, look on PATH before asking.
+					p, err := exec.LookPath("llama-server")
+					if err != nil {
+						return usagef("no llama-server on PATH: pass --llama-server PATH, or a --url for every device")
+					}
+					server = p
 				}
 				if report != "" {
 					switch strings.ToLower(filepath.Ext(report)) {
@@ -159,7 +165,7 @@ uses, and caches it.`,
 		f := c.Flags()
 		f.StringVar(&model, "model", "", "GGUF model of the guard (the same file on every device)")
 		f.StringSliceVar(&devs, "devices", []string{"CPU"}, "devices to compare: CPU and llama.cpp device names (Vulkan0, CUDA0, SYCL0, ROCm0)")
-		f.StringVar(&server, "llama-server", "", "llama-server binary used to start the servers")
+		f.StringVar(&server, "llama-server", "", "llama-server binary used to start the servers (default: llama-server on PATH)")
 		f.StringVar(&llamaBench, "llama-bench", "", "llama-bench binary for the device speeds (default: next to llama-server)")
 		f.BoolVar(&noLlamaBench, "no-llama-bench", false, "report the servers' timings as the device speeds instead of running llama-bench")
 		f.StringArrayVar(&urls, "url", nil, "DEVICE=URL of an already running server to benchmark instead of starting one; repeatable")

@@ -19,11 +19,12 @@ func TestBenchSentinelUsage(t *testing.T) {
 		want string
 	}{
 		{"no model", []string{"bench", "sentinel"}, "--model is required"},
-		{"no server", []string{"bench", "sentinel", "--model", "m.gguf", "--devices", "CPU,Vulkan0"}, "--llama-server is required"},
+		{"no server on PATH", []string{"bench", "sentinel", "--model", "m.gguf", "--devices", "CPU,Vulkan0"}, "no llama-server on PATH: pass --llama-server PATH"},
 		{"bad url", []string{"bench", "sentinel", "--model", "m.gguf", "--url", "CPU:8080"}, "--url wants DEVICE=http"},
 		{"bad report", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--report", "r.pdf"}, "--report must end in .html or .svg"},
 		{"bad env", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--env", "X"}, "--env wants KEY=VALUE"},
 	}
+	t.Setenv("PATH", t.TempDir()) // no llama-server to find
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
