@@ -60,8 +60,12 @@
 // match), those from the first token whose hash occurred earlier in the
 // output (a k-gram starting at a token never seen before cannot repeat
 // anything), and, while a candidate is alive, everything from where its
-// repeat began. Everything else is released, so the opening tokens of an
-// output, all new, flow to the client at once.
+// repeat began. The token being read is held only while what has come of
+// it so far is also the beginning of an earlier token (a set of prefix
+// hashes answers that): "Th" waits if "The" came before, "Hor" flows at
+// once if no earlier token began with "hor". Everything else is
+// released, so the opening tokens of an output, all new, flow to the
+// client letter by letter as they stream.
 //
 // # The finding
 //
@@ -221,6 +225,7 @@ func New(cfg Config) (*Detector, error) {
 		cands:  make([]candidate, 0, maxCands),
 		seen:   make([]uint64, seenWords),
 	}
+	d.tok.prefixes = make([]uint64, 1<<prefixBits/64)
 	d.pow = 1
 	for i := 0; i < kgram-1; i++ {
 		d.pow *= kgramBase
@@ -263,9 +268,12 @@ func (d *Detector) Settled() int {
 		return d.tok.off
 	}
 	// The next token read may complete a k-gram that begins kgram-1
-	// tokens back; the token being read (or a cut rune) is not settled.
+	// tokens back. A cut rune is not settled. The token being read is
+	// held only while it could still equal an earlier token: once one of
+	// its prefixes began no earlier token (novel), no repeat can begin at
+	// it, and its letters flow as they come.
 	s := d.tok.off - d.tok.ncarry
-	if d.tok.kind != tokNone {
+	if d.tok.kind != tokNone && !d.tok.novel {
 		s = d.tok.start
 	}
 	// A k-gram can repeat earlier text only if its first token occurred
@@ -319,7 +327,10 @@ func (d *Detector) token(h uint64, start, end int) {
 	d.hashes[i&d.mask] = h
 	d.recentStart[i&recentMask] = start
 	bit := h % (seenWords * 64)
-	d.recentSeen[i&recentMask] = d.seen[bit/64]&(1<<(bit%64)) != 0
+	// A token the tokenizer found novel (one of its prefixes began no
+	// earlier token) was released while it was read; the bitset may still
+	// say seen by a collision, and must not take that back.
+	d.recentSeen[i&recentMask] = d.seen[bit/64]&(1<<(bit%64)) != 0 && !d.tok.novel
 	d.seen[bit/64] |= 1 << (bit % 64)
 
 	// Advance the surviving candidates; a differing token ends one.
