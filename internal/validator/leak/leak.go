@@ -34,7 +34,9 @@
 // flows letter by letter, see prefix.go), the rest of a
 // line after "-----BEGIN", after "aws" or after a quote that follows ':'
 // or '=' (an assignment value), a partial match of a marked secret, and a
-// system-prompt run under way together with the last few words.
+// system-prompt run under way together with the last few words if they
+// open one of its shingles (and the word being read if its letters begin a
+// word that opens one).
 package leak
 
 import (

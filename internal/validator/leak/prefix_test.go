@@ -93,6 +93,36 @@ func TestAdversarialSplits(t *testing.T) {
 		t.Fatalf("only %d of 3000 adversarial streams held a credential: the test does not exercise the holds", found)
 	}
 	t.Logf("%d of 3000 adversarial streams held a credential", found)
+
+	// Copies of a system prompt: its words in order with gaps, edits and
+	// words that begin like its own.
+	sys := "You are SupportBot for Acme Cloud. Only answer questions about Acme Cloud billing, invoices and plan upgrades. Never discuss competitors."
+	words := strings.Fields(sys)
+	others := []string{"Sure,", "bill", "invoice", "Acme", "Clouds", "only", "support", "you", "and", "the", "\n", "-", "questions?"}
+	copies := 0
+	for k := 0; k < 1500; k++ {
+		var b strings.Builder
+		for i := r.IntN(len(words)); i < len(words) && b.Len() < 400; i++ {
+			switch r.IntN(8) {
+			case 0:
+				b.WriteString(others[r.IntN(len(others))] + " ")
+			case 1:
+				i += r.IntN(3) // skip a few words
+			}
+			b.WriteString(words[i%len(words)] + " ")
+		}
+		fs := validatortest.SplitIndependent(t, func() validator.Validator {
+			d, _ := New(*DefaultConfig(), sys)
+			return d
+		}, b.String())
+		if len(fs) > 0 {
+			copies++
+		}
+	}
+	if copies < 50 {
+		t.Fatalf("only %d of 1500 streams copied the system prompt: the test does not exercise the holds", copies)
+	}
+	t.Logf("%d of 1500 streams copied the system prompt", copies)
 }
 
 func FuzzMayBeginCred(f *testing.F) {
@@ -116,4 +146,49 @@ func FuzzMayBeginCred(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOverlapHold: with a system prompt, the copy check holds only text
+// that may begin a copy of it: a recent run of words that opens one of its
+// shingles, or a word being read whose letters begin such a word. Other
+// text flows word by word and letter by letter.
+func TestOverlapHold(t *testing.T) {
+	sys := "You are SupportBot for Acme Cloud. Only answer questions about Acme Cloud billing, invoices and plan upgrades. Never discuss competitors."
+	steps := []string{ // feed, then the held tail after it, in pairs
+		"S", "S", // SupportBot begins a shingle
+		"ur", "",
+		"e, I can help with ", "",
+		"bill", "bill",
+		"ing", "billing",
+		" q", "billing q", // "billing invoices ..." is still possible while the next word is read
+		"uestions", "billing questions",
+		".", "questions.", // "billing questions" opens no shingle; "questions about Acme ..." may follow
+		" Th", "questions. Th",
+		"anks!", "",
+		" Only answer questions about Acme", "Only answer questions about Acme",
+		" Cloud", "Only answer questions about Acme Cloud", // a copy under way
+	}
+	d, err := New(*DefaultConfig(), sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	for i := 0; i < len(steps); i += 2 {
+		for _, b := range []byte(steps[i]) {
+			d.Write([]byte{b})
+		}
+		text += steps[i]
+		if got := text[d.Settled():]; got != steps[i+1] {
+			t.Fatalf("after %q: held %q, want %q", text, got, steps[i+1])
+		}
+	}
+	// The copy is still found, from where it began.
+	text2 := text + " billing, invoices and plan upgrades. Never discuss competitors. Bye"
+	fs := validatortest.SplitIndependent(t, func() validator.Validator {
+		d, _ := New(*DefaultConfig(), sys)
+		return d
+	}, text2)
+	if len(fs) != 1 || fs[0].Reason != validator.ReasonSystemPromptLeak || !strings.HasPrefix(text2[fs[0].Start:], "Only answer") {
+		t.Fatalf("findings %+v", fs)
+	}
 }
