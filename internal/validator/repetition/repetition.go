@@ -145,9 +145,10 @@ periods need min_repeats copies and min_repeat_tokens recurred tokens;
 long blocks need min_block_tokens recurred tokens, or min_restart_tokens
 when the output starts over from its beginning. Any token that differs
 (a list number, a table cell, an array index, a record value) breaks the
-repeat, so lists, tables and similar code lines pass. Holds back only the
-last few tokens and a repeat that has begun. The finding starts where the
-repetition begins.`,
+repeat, so lists, tables and similar code lines pass. Holds back only a
+repeat that has begun and the last few tokens from one seen before (a word
+being read only while it could still equal an earlier token). The finding
+starts where the repetition begins.`,
 		Reasons: []validator.Reason{validator.ReasonRepetitionLoop},
 		Example: "min_repeats: 3\nmin_repeat_tokens: 24\nmin_block_tokens: 64\nmin_restart_tokens: 32\nmax_period_tokens: 1024\n",
 		Config:  func() any { return DefaultConfig() },
