@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -320,7 +321,21 @@ func TestInputBlock(t *testing.T) {
 // TestNoGoroutineLeak runs concurrent streams, disconnects and errors, then
 // checks that the goroutine count returns to where it was.
 func TestNoGoroutineLeak(t *testing.T) {
+	var calls atomic.Int32
 	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"loop"`)) && !bytes.Contains(b, []byte("dry_multiplier")) {
+			// A loop in the first attempt: the gateway cuts it (closing
+			// this stream) and retries with DRY sampling.
+			w.Write([]byte("data: " + chatChunk("Once upon a time, a dog ran home.") + "\n\n"))
+			for i := 0; i < 200; i++ {
+				if _, err := w.Write([]byte("data: " + chatChunk(" the dog") + "\n\n")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
 		for i := 0; i < 20; i++ {
 			w.Write([]byte("data: " + chatChunk("tok ") + "\n\n"))
 			w.(http.Flusher).Flush()
@@ -335,8 +350,12 @@ func TestNoGoroutineLeak(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			content := "x"
+			if i%2 == 1 {
+				content = "loop" // a hidden retry, some with the client leaving
+			}
 			resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json",
-				strings.NewReader(`{"messages":[{"role":"user","content":"x"}],"stream":true}`))
+				strings.NewReader(`{"messages":[{"role":"user","content":"`+content+`"}],"stream":true}`))
 			if err != nil {
 				t.Error(err)
 				return
@@ -350,6 +369,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	if n := calls.Load(); n < 250 {
+		t.Fatalf("%d upstream requests for 200 client requests: the loops were not retried", n)
+	}
 	client.CloseIdleConnections()
 	for _, u := range []*upstream.Upstream{up} {
 		u.Client.CloseIdleConnections()

@@ -167,6 +167,9 @@ func recordingProxy(t *testing.T, target string) (string, func() []map[string]js
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
+	tr := upstream.NewClient().Transport.(*http.Transport)
+	rp.Transport = tr
+	t.Cleanup(tr.CloseIdleConnections) // no connection outlives the test
 	var mu sync.Mutex
 	var bodies []map[string]json.RawMessage
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -78,6 +78,7 @@ package repetition
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -203,6 +204,33 @@ type Detector struct {
 	findings []validator.Finding
 	closed   bool
 	emit     emitFunc
+	bufs     *buffers // the tables above, back to the pool at Close
+}
+
+// buffers are a detector's tables (about 64 KiB with the default
+// max_period_tokens). Every attempt of every request builds a detector,
+// so they are pooled: a fresh 64 KiB per attempt was most of the
+// gateway's garbage per request.
+type buffers struct {
+	size             int
+	hashes, kh, seen []uint64
+	prefixes         []uint64
+	table            []int32
+}
+
+var bufPool sync.Pool
+
+func getBuffers(size int) *buffers {
+	if b, ok := bufPool.Get().(*buffers); ok && b.size == size {
+		clear(b.hashes)
+		clear(b.kh)
+		clear(b.seen)
+		clear(b.prefixes)
+		clear(b.table)
+		return b
+	}
+	return &buffers{size: size, hashes: make([]uint64, size), kh: make([]uint64, size), table: make([]int32, 2*size),
+		seen: make([]uint64, seenWords), prefixes: make([]uint64, 1<<prefixBits/64)}
 }
 
 var _ validator.Validator = (*Detector)(nil)
@@ -217,16 +245,13 @@ func New(cfg Config) (*Detector, error) {
 		size <<= 1
 	}
 	d := &Detector{
-		cfg:    cfg,
-		hashes: make([]uint64, size),
-		kh:     make([]uint64, size),
-		mask:   size - 1,
-		table:  make([]int32, 2*size),
-		tmask:  uint64(2*size - 1),
-		cands:  make([]candidate, 0, maxCands),
-		seen:   make([]uint64, seenWords),
+		cfg:   cfg,
+		mask:  size - 1,
+		tmask: uint64(2*size - 1),
+		cands: make([]candidate, 0, maxCands),
 	}
-	d.tok.prefixes = make([]uint64, 1<<prefixBits/64)
+	d.bufs = getBuffers(size)
+	d.hashes, d.kh, d.table, d.seen, d.tok.prefixes = d.bufs.hashes, d.bufs.kh, d.bufs.table, d.bufs.seen, d.bufs.prefixes
 	d.pow = 1
 	for i := 0; i < kgram-1; i++ {
 		d.pow *= kgramBase
@@ -246,7 +271,8 @@ func (d *Detector) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close flushes the last token.
+// Close flushes the last token. The detector's tables go back to a pool:
+// after Close only Settled and Findings are answered, from other fields.
 func (d *Detector) Close() {
 	if d.closed {
 		return
@@ -255,6 +281,10 @@ func (d *Detector) Close() {
 		d.tok.flush(d.emit)
 	}
 	d.closed = true
+	if d.bufs != nil {
+		bufPool.Put(d.bufs)
+		d.bufs, d.hashes, d.kh, d.table, d.seen, d.tok.prefixes = nil, nil, nil, nil, nil, nil
+	}
 }
 
 // Findings returns the loop, if one was found.

@@ -360,3 +360,27 @@ func TestRandomSplitsOfCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestPooledTablesStartClean: a detector built on tables a closed one gave
+// back finds exactly what a detector on fresh tables finds.
+func TestPooledTablesStartClean(t *testing.T) {
+	loop := "Here is my answer: " + strings.Repeat("I can't help with that. ", 10)
+	clean := "Renewable energy has grown quickly over the last decade, and storage is next."
+	for range 3 {
+		d := newDefault().(*Detector)
+		d.Write([]byte(loop))
+		d.Close() // its tables, full of the loop's hashes, go back to the pool
+		if len(d.Findings()) != 1 || d.Settled() != d.Findings()[0].Start {
+			t.Fatalf("loop: %+v settled %d", d.Findings(), d.Settled())
+		}
+		e := newDefault().(*Detector)
+		e.Write([]byte(clean))
+		if s := e.Settled(); s != len(clean) {
+			t.Fatalf("a detector on reused tables holds back %q: it remembers the last output", clean[s:])
+		}
+		e.Close()
+		if len(e.Findings()) != 0 {
+			t.Fatalf("findings on clean text: %+v", e.Findings())
+		}
+	}
+}
