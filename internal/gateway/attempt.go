@@ -203,7 +203,10 @@ func (x *exchange) attempt(n int, body []byte) result {
 		if c.errMsg != "" {
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, errors.New("upstream error in stream: "+c.errMsg))}
 		}
-		x.tpl.learn(&c)
+		x.tpl.learn(&c, n)
+		if x.tpl.foreign(x.route, &c, n) {
+			p = x.tpl.restamp(p) // a hidden retry continues the first attempt's answer
+		}
 		x.lastUp = now
 		if !x.feed(chk, p, &c, now) {
 			cancel() // stop the generation at once: a loop must not run to max_tokens
@@ -255,8 +258,9 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
 		x.keepTail(p, c)
 	default:
 		// A chunk without text (the role chunk): it goes out when the text
-		// before it does.
-		if x.stream {
+		// before it does; a retry's own role chunk is dropped when the
+		// client already has one, so the repaired answer reads as one.
+		if x.stream && !(x.attempts > x.tpl.attempt && x.wroteHeader) {
 			x.pending = append(x.pending, pend{raw: p, start: len(x.text), end: len(x.text)})
 		}
 	}

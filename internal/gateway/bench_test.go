@@ -150,14 +150,17 @@ func overhead(b *testing.B, upURL string, body []byte, pol *policy.Policy) {
 	var cA, cP []time.Duration     // added per-chunk time per round
 	var tD, tA, tP []time.Duration // raw TTFTs
 	targets := []string{upURL, proxy.URL, aegis.URL}
+	names := []string{"direct", "proxy", "aegis"}
 	for range 3 { // warm the connection pools
-		for _, u := range targets {
+		for i, u := range targets {
+			// The plain proxy breaks some streams when llama-server closes a
+			// kept-alive connection: a warm-up error is logged, and the
+			// rounds below count errors per target.
 			if _, err := measure(client, u+"/v1/chat/completions", body); err != nil {
-				b.Fatal(err)
+				b.Logf("warm-up, %s: %v", names[i], err)
 			}
 		}
 	}
-	names := []string{"direct", "proxy", "aegis"}
 	var errs [3]int
 	b.ResetTimer()
 rounds:

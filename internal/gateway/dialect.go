@@ -59,15 +59,17 @@ type chunk struct {
 	finishReason string
 	errMsg       string
 	id, model    string
+	fingerprint  string
 	created      int64
 	createdAt    string
 }
 
 type oaChunk struct {
-	ID      string `json:"id"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
-	Choices []struct {
+	ID          string `json:"id"`
+	Created     int64  `json:"created"`
+	Model       string `json:"model"`
+	Fingerprint string `json:"system_fingerprint"`
+	Choices     []struct {
 		Delta struct {
 			Content   *string           `json:"content"`
 			ToolCalls []openai.ToolCall `json:"tool_calls"`
@@ -121,7 +123,7 @@ func (k routeKind) parse(p []byte, c *chunk) error {
 		c.errMsg = string(o.Error)
 		return nil
 	}
-	c.id, c.model, c.created = o.ID, o.Model, o.Created
+	c.id, c.model, c.created, c.fingerprint = o.ID, o.Model, o.Created, o.Fingerprint
 	if len(o.Choices) > 0 {
 		ch := &o.Choices[0]
 		if k == routeCompletions {
@@ -139,19 +141,63 @@ func (k routeKind) parse(p []byte, c *chunk) error {
 	return nil
 }
 
-// template is what synthesized chunks copy from the upstream's first
-// chunk, so they look like the upstream's own.
+// template is the identity of the answer the client sees, taken from the
+// upstream's first chunk: synthesized chunks copy it, and the chunks of a
+// hidden retry are restamped with it, so that a repaired stream reads as
+// one answer with one id.
 type template struct {
 	id, model, createdAt string
+	fingerprint          string
 	created              int64
 	set                  bool
+	// attempt is the attempt the template was learned from.
+	attempt int
+	// createdVaries is set when that attempt's chunks carried different
+	// created times (llama-server stamps each chunk with its own time);
+	// else created is one value per answer (OpenAI) and a retry keeps it.
+	createdVaries bool
 }
 
-func (t *template) learn(c *chunk) {
-	if t.set {
+func (t *template) learn(c *chunk, attempt int) {
+	if !t.set {
+		t.id, t.model, t.created, t.createdAt, t.fingerprint, t.set = c.id, c.model, c.created, c.createdAt, c.fingerprint, true
+		t.attempt = attempt
 		return
 	}
-	t.id, t.model, t.created, t.createdAt, t.set = c.id, c.model, c.created, c.createdAt, true
+	if attempt == t.attempt && c.created != t.created {
+		t.createdVaries = true
+	}
+}
+
+// foreign reports whether chunk c, read in attempt, must be restamped
+// before a client sees it: it belongs to a later attempt than the one the
+// client's answer began with, and its identity differs from that answer's.
+func (t *template) foreign(k routeKind, c *chunk, attempt int) bool {
+	if !t.set || attempt == t.attempt || k.ndjson() {
+		return false // Ollama's native chunks carry no id; created_at is per chunk
+	}
+	return c.id != t.id || c.model != t.model || c.fingerprint != t.fingerprint || !t.createdVaries && c.created != t.created
+}
+
+// restamp returns the chunk p of a retried attempt with the identity of
+// the first: id, model, system_fingerprint and, unless the upstream stamps
+// every chunk with its own time, created. Its other members are kept.
+func (t *template) restamp(p []byte) []byte {
+	var m rawBody
+	if json.Unmarshal(p, &m) != nil || m == nil {
+		return p
+	}
+	m.set("id", t.id)
+	m.set("model", t.model)
+	if t.fingerprint != "" {
+		m.set("system_fingerprint", t.fingerprint)
+	} else {
+		delete(m, "system_fingerprint")
+	}
+	if !t.createdVaries {
+		m.set("created", t.created)
+	}
+	return m.encode()
 }
 
 // synth returns a chunk carrying text, for text that must be cut out of
@@ -160,11 +206,19 @@ func (k routeKind) synth(t *template, text string) []byte {
 	var v any
 	switch k {
 	case routeChat:
-		v = map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
+		m := map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
 			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil}}}
+		if t.fingerprint != "" {
+			m["system_fingerprint"] = t.fingerprint
+		}
+		v = m
 	case routeCompletions:
-		v = map[string]any{"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
+		m := map[string]any{"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
 			"choices": []any{map[string]any{"index": 0, "text": text, "finish_reason": nil}}}
+		if t.fingerprint != "" {
+			m["system_fingerprint"] = t.fingerprint
+		}
+		v = m
 	case routeOllamaChat:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt,
 			"message": map[string]any{"role": "assistant", "content": text}, "done": false}

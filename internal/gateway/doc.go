@@ -42,7 +42,10 @@
 // repeat-penalty sampling for loops, the violated requirement restated for
 // the rest. When text was already released, the retry continues it as an
 // assistant prefill (chat) or a longer prompt (completions): llama-server
-// streams only the continuation, so the client reads one seamless answer.
+// streams only the continuation, so the client reads one seamless answer:
+// the retry's chunks are restamped with the first attempt's id, model and
+// system_fingerprint (and created, unless the upstream stamps each chunk
+// with its own time), and its role chunk is dropped.
 // A continued prefix is never grammar-constrained (llama-server refuses a
 // grammar whose start is already fixed). Retries are bounded by the
 // policy's budgets and by MaxAttempts; optimistic mode never retries once

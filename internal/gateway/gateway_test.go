@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -320,7 +321,21 @@ func TestInputBlock(t *testing.T) {
 // TestNoGoroutineLeak runs concurrent streams, disconnects and errors, then
 // checks that the goroutine count returns to where it was.
 func TestNoGoroutineLeak(t *testing.T) {
+	var calls atomic.Int32
 	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		b, _ := io.ReadAll(r.Body)
+		if bytes.Contains(b, []byte(`"loop"`)) && !bytes.Contains(b, []byte("dry_multiplier")) {
+			// A loop in the first attempt: the gateway cuts it (closing
+			// this stream) and retries with DRY sampling.
+			w.Write([]byte("data: " + chatChunk("Once upon a time, a dog ran home.") + "\n\n"))
+			for i := 0; i < 200; i++ {
+				if _, err := w.Write([]byte("data: " + chatChunk(" the dog") + "\n\n")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
 		for i := 0; i < 20; i++ {
 			w.Write([]byte("data: " + chatChunk("tok ") + "\n\n"))
 			w.(http.Flusher).Flush()
@@ -335,8 +350,12 @@ func TestNoGoroutineLeak(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			content := "x"
+			if i%2 == 1 {
+				content = "loop" // a hidden retry, some with the client leaving
+			}
 			resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json",
-				strings.NewReader(`{"messages":[{"role":"user","content":"x"}],"stream":true}`))
+				strings.NewReader(`{"messages":[{"role":"user","content":"`+content+`"}],"stream":true}`))
 			if err != nil {
 				t.Error(err)
 				return
@@ -350,6 +369,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	if n := calls.Load(); n < 250 {
+		t.Fatalf("%d upstream requests for 200 client requests: the loops were not retried", n)
+	}
 	client.CloseIdleConnections()
 	for _, u := range []*upstream.Upstream{up} {
 		u.Client.CloseIdleConnections()
@@ -442,5 +464,80 @@ func TestEventTextOnlyWhenAllowed(t *testing.T) {
 				t.Fatalf("events %v, want one retry and one halt", seen)
 			}
 		})
+	}
+}
+
+// TestRetryKeepsIdentity: a hidden retry continues the first attempt's
+// answer, so every chunk the client sees carries the first attempt's id,
+// model, system_fingerprint and (for an upstream that gives one created per
+// answer) created, and only one role chunk, whatever the retry's upstream
+// answer said; the non-streaming body carries the same identity.
+func TestRetryKeepsIdentity(t *testing.T) {
+	chunkOf := func(id, fp string, created int, delta map[string]any, finish any) string {
+		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": "model-" + id,
+			"system_fingerprint": fp, "choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		return string(b)
+	}
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		role := map[string]any{"role": "assistant", "content": nil}
+		if calls.Add(1) == 1 {
+			evs := []string{chunkOf("A", "fp-A", 100, role, nil), chunkOf("A", "fp-A", 100, map[string]any{"content": "Once upon a time, a dog ran home."}, nil)}
+			for range 40 {
+				evs = append(evs, chunkOf("A", "fp-A", 100, map[string]any{"content": " the dog"}, nil))
+			}
+			w.Write(sseBody(evs...))
+			return
+		}
+		w.Write(sseBody(chunkOf("B", "fp-B", 200, role, nil), chunkOf("B", "fp-B", 200, map[string]any{"content": " It slept."}, nil),
+			chunkOf("B", "fp-B", 200, map[string]any{}, "stop")))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	body := `{"messages":[{"role":"user","content":"story"}],"stream":true}`
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", body), false)
+	var m meta
+	json.Unmarshal(s.last["aegis"], &m)
+	if calls.Load() != 2 || !m.Repaired || s.errEv != nil {
+		t.Fatalf("calls %d meta %+v error %v", calls.Load(), m, s.errEv)
+	}
+	if !strings.HasPrefix(s.content, "Once upon a time, a dog ran home.") || !strings.HasSuffix(s.content, " It slept.") {
+		t.Fatalf("content %q", s.content)
+	}
+	roles := 0
+	for _, ev := range s.events {
+		if ev == "[DONE]" {
+			continue
+		}
+		var c struct {
+			ID          string `json:"id"`
+			Model       string `json:"model"`
+			Fingerprint string `json:"system_fingerprint"`
+			Created     int    `json:"created"`
+			Choices     []struct {
+				Delta struct {
+					Role string `json:"role"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatal(err)
+		}
+		if c.ID != "A" || c.Model != "model-A" || c.Fingerprint != "fp-A" || c.Created != 100 {
+			t.Fatalf("chunk of another identity after the retry: %s", ev)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Role != "" {
+			roles++
+		}
+	}
+	if roles != 1 {
+		t.Fatalf("%d role chunks, want 1: %q", roles, s.events)
+	}
+	// Non-streaming: the assembled body has the first attempt's identity.
+	calls.Store(0)
+	var out map[string]json.RawMessage
+	json.Unmarshal(readAllBody(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"story"}]}`)), &out)
+	if calls.Load() != 2 || string(out["id"]) != `"A"` || string(out["model"]) != `"model-A"` || string(out["system_fingerprint"]) != `"fp-A"` || string(out["created"]) != "100" {
+		t.Fatalf("calls %d, body identity id=%s model=%s fp=%s created=%s", calls.Load(), out["id"], out["model"], out["system_fingerprint"], out["created"])
 	}
 }

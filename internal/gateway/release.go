@@ -184,6 +184,9 @@ func (x *exchange) body200() []byte {
 		top.set("id", x.tpl.id)
 		top.set("created", x.tpl.created)
 		top.set("model", x.tpl.model)
+		if x.tpl.fingerprint != "" {
+			top.set("system_fingerprint", x.tpl.fingerprint)
+		}
 		if x.route == routeChat {
 			msg := map[string]any{"role": "assistant", "content": text}
 			if len(x.tools.calls) > 0 {

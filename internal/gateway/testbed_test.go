@@ -2,10 +2,16 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,4 +155,101 @@ func TestTestbedJSONRepair(t *testing.T) {
 		t.Fatalf("content %q meta %+v", s.content, m)
 	}
 	t.Logf("repaired in %d attempts: %q", m.Attempts, s.content)
+}
+
+// recordingProxy forwards to target and keeps the body of every request,
+// so a test can see what Aegis asked the upstream for on each attempt.
+func recordingProxy(t *testing.T, target string) (string, func() []map[string]json.RawMessage) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	tr := upstream.NewClient().Transport.(*http.Transport)
+	rp.Transport = tr
+	t.Cleanup(tr.CloseIdleConnections) // no connection outlives the test
+	var mu sync.Mutex
+	var bodies []map[string]json.RawMessage
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m map[string]json.RawMessage
+		json.Unmarshal(b, &m)
+		mu.Lock()
+		bodies = append(bodies, m)
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL, func() []map[string]json.RawMessage {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(bodies)
+	}
+}
+
+// TestTestbedOllamaRetry: on the real Ollama, a request that asks for JSON
+// in the prompt only gets the json_syntax check (default policy); the tiny
+// model answers prose, so the first attempt fails, and the retry must ask
+// Ollama for constrained JSON (format on the native API, response_format
+// on its OpenAI API). The answer is then either repaired (the client gets
+// only a valid document) or halted with aegis_invalid_json once the
+// retries are spent (the client gets none of the rejected text).
+func TestTestbedOllamaRetry(t *testing.T) {
+	env := testbed.Require(t, "ollama")
+	for _, tc := range []struct {
+		name, path, body string
+		ndjson           bool
+		constrained      func(map[string]json.RawMessage) bool
+	}{
+		{"native /api/chat", "/api/chat", `{"model":"` + env.OllamaModel + `","messages":[{"role":"user","content":"Reply in JSON only: the name of the girl."}],"options":{"temperature":0,"num_predict":24}}`, true,
+			func(m map[string]json.RawMessage) bool { return string(m["format"]) == `"json"` }},
+		{"OpenAI /v1/chat/completions", "/v1/chat/completions", `{"model":"` + env.OllamaModel + `","messages":[{"role":"user","content":"Reply in JSON only: the name of the girl."}],"stream":true,"temperature":0,"max_tokens":24}`, false,
+			func(m map[string]json.RawMessage) bool {
+				return strings.Contains(string(m["response_format"]), `"json_object"`)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			via, sent := recordingProxy(t, env.OllamaURL)
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "ollama", via, upstream.KindOllama)}})
+			if d := direct(t, env.OllamaURL+tc.path, tc.body, tc.ndjson); d.content == "" || json.Valid([]byte(d.content)) {
+				t.Fatalf("the direct answer is %q: the first attempt would not fail, the test proves nothing", d.content)
+			}
+			s := readStream(t, post(t, srv.URL+tc.path, tc.body), tc.ndjson)
+			reqs := sent()
+			if len(reqs) < 2 {
+				t.Fatalf("%d upstream requests: the failed first attempt was not retried (content %q)", len(reqs), s.content)
+			}
+			if tc.constrained(reqs[0]) {
+				t.Fatal("the first attempt was already constrained")
+			}
+			for i, r := range reqs[1:] {
+				if !tc.constrained(r) {
+					t.Fatalf("retry %d did not ask for constrained JSON: %v", i+1, r)
+				}
+			}
+			var m meta
+			if s.errEv != nil {
+				raw := s.errEv["aegis"]
+				json.Unmarshal(raw, &m)
+				code := string(s.errEv["error"])
+				if !strings.Contains(code, "aegis_invalid_json") || s.content != "" {
+					t.Fatalf("halted with %s after content %q", code, s.content)
+				}
+				t.Logf("halted after %d attempts: %s", m.Attempts, code)
+			} else {
+				json.Unmarshal(s.last["aegis"], &m)
+				if !m.Repaired || !json.Valid([]byte(s.content)) {
+					t.Fatalf("neither repaired nor halted: content %q meta %+v", s.content, m)
+				}
+				t.Logf("repaired in %d attempts: %q", m.Attempts, s.content)
+			}
+			if m.Attempts != len(reqs) {
+				t.Fatalf("verdict says %d attempts, the upstream saw %d requests", m.Attempts, len(reqs))
+			}
+		})
+	}
 }

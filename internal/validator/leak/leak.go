@@ -28,11 +28,15 @@
 // The output is read one byte at a time and split into words (runs
 // without white space, quotes, brackets or separators, none of which a
 // credential shape contains) and lines, so findings do not depend on chunk boundaries.
-// Settled holds back only what could still turn out to be a leak: the
-// word being read (it could be a token such as "AKIA..."), the rest of a
+// Settled holds back only what could still turn out to be a leak: of the
+// word being read, only from the first byte where a credential shape could
+// still begin ("sk-", "AKIA", "eyJ", "-----BEGIN", ...; an ordinary word
+// flows letter by letter, see prefix.go), the rest of a
 // line after "-----BEGIN", after "aws" or after a quote that follows ':'
 // or '=' (an assignment value), a partial match of a marked secret, and a
-// system-prompt run under way together with the last few words.
+// system-prompt run under way together with the last few words if they
+// open one of its shingles (and the word being read if its letters begin a
+// word that opens one).
 package leak
 
 import (
@@ -138,6 +142,9 @@ type Detector struct {
 	word      []byte
 	wordStart int
 	inWord    bool
+	// credFrom indexes the first byte of word at which a credential may
+	// still begin (prefix.go); the word's bytes before it are cleared.
+	credFrom  int
 	line      []byte
 	lineStart int
 	// Line holds: offsets from which the line must be held (-1 = none).
@@ -214,6 +221,11 @@ func (d *Detector) Write(p []byte) (int, error) {
 		for _, c := range p {
 			d.byteAt(c)
 		}
+		if d.inWord {
+			for d.credFrom < len(d.word) && !mayBeginCred(d.word, d.credFrom) {
+				d.credFrom++
+			}
+		}
 	}
 	return len(p), nil
 }
@@ -247,8 +259,8 @@ func (d *Detector) Settled() int {
 	}
 	s := d.off
 	if d.cfg.Credentials {
-		if d.inWord {
-			s = min(s, d.wordStart)
+		if d.inWord && d.credFrom < len(d.word) {
+			s = min(s, d.wordStart+d.credFrom)
 		}
 		if d.quoteHold >= 0 {
 			s = min(s, d.quoteHold)
@@ -319,7 +331,7 @@ func (d *Detector) byteAt(c byte) {
 		d.endWord()
 	} else {
 		if !d.inWord {
-			d.inWord, d.wordStart = true, at
+			d.inWord, d.wordStart, d.credFrom = true, at, 0
 		}
 		if len(d.word) < maxWord {
 			d.word = append(d.word, c)
@@ -345,7 +357,9 @@ func (d *Detector) byteAt(c byte) {
 		d.beginHold = at - 5
 	}
 	if lc == 's' && d.a1 == 'a' && d.a2 == 'w' && d.awsHold < 0 {
-		d.awsHold = at - 2
+		// The secret key comes after "aws" and a "secret" or "sk": hold
+		// from here (the letters of "aws" may already be out).
+		d.awsHold = at + 1
 	}
 	if c == '-' {
 		d.dashes++
@@ -359,7 +373,7 @@ func (d *Detector) endWord() {
 	if !d.inWord {
 		return
 	}
-	d.inWord = false
+	d.inWord, d.credFrom = false, 0
 	if len(d.word) < minCredWord {
 		d.word = d.word[:0]
 		return // shorter than any credential shape: skip the conversion and regexps

@@ -25,6 +25,18 @@ type overlap struct {
 	hash      uint64
 	wordStart int
 
+	// What may still begin a copy (see hold): pre is a bitset of the hash
+	// of every prefix, in bytes, of every word that begins a shingle, and
+	// of every shingle's first 1..k-1 words; wordOut is set once the word
+	// being read is no prefix of such a word; alive marks, by ring slot,
+	// the recent words from which the words read since are the opening
+	// words of some shingle, seq their running hashes.
+	pre     []uint64
+	preBits uint
+	wordOut bool
+	alive   uint32
+	seq     []uint64
+
 	runActive   bool
 	runStart    int // offset of the first covered word
 	lastCovered int // index of the last covered word
@@ -45,9 +57,14 @@ func isWordByteOverlap(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
-// words splits s as the stream is split and returns the word hashes.
+// wordHashes splits s as the stream is split and returns the word hashes.
 func wordHashes(s string) []uint64 {
-	var out []uint64
+	hs, _ := wordSpans(s)
+	return hs
+}
+
+// wordSpans returns the word hashes of s and each word's start offset.
+func wordSpans(s string) (hashes []uint64, starts []int) {
 	in := false
 	h := uint64(0)
 	for i := 0; i < len(s); i++ {
@@ -55,6 +72,7 @@ func wordHashes(s string) []uint64 {
 		if isWordByteOverlap(c) {
 			if !in {
 				in, h = true, fnvOffset
+				starts = append(starts, i)
 			}
 			if c >= 'A' && c <= 'Z' {
 				c += 'a' - 'A'
@@ -62,13 +80,41 @@ func wordHashes(s string) []uint64 {
 			h = (h ^ uint64(c)) * fnvPrime
 		} else if in {
 			in = false
-			out = append(out, h)
+			hashes = append(hashes, h)
 		}
 	}
 	if in {
-		out = append(out, h)
+		hashes = append(hashes, h)
 	}
-	return out
+	return hashes, starts
+}
+
+// prefixesOfWord calls add with the hash of every prefix of the word that
+// starts at s[from], as byteAt computes them while the word streams.
+func prefixesOfWord(s string, from int, add func(uint64)) {
+	h := uint64(fnvOffset)
+	for i := from; i < len(s) && isWordByteOverlap(s[i]); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h = (h ^ uint64(c)) * fnvPrime
+		add(h)
+	}
+}
+
+const preMix = 0x9E3779B97F4A7C15
+
+func (o *overlap) addPre(h uint64) {
+	k := (h * preMix) >> (64 - o.preBits)
+	o.pre[k/64] |= 1 << (k % 64)
+}
+
+// mayBegin reports whether h may be in the set of beginnings (false
+// positives only hold more text back).
+func (o *overlap) mayBegin(h uint64) bool {
+	k := (h * preMix) >> (64 - o.preBits)
+	return o.pre[k/64]&(1<<(k%64)) != 0
 }
 
 func shingleHash(ws []uint64) uint64 {
@@ -94,11 +140,12 @@ var stopHashes = func() map[uint64]bool {
 // newOverlap prepares the shingle set of the system prompt. It returns
 // nil when the prompt is too short to judge.
 func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap int) *overlap {
-	ws := wordHashes(system)
+	ws, wstart := wordSpans(system)
 	if len(ws) < minWords || len(ws) < k {
 		return nil
 	}
 	o := &overlap{k: k, maxGap: maxGap, set: make(map[uint64]struct{}, len(ws))}
+	var firsts []int // the words that begin a shingle of the set
 	for i := 0; i+k <= len(ws); i++ {
 		stop := 0
 		for _, w := range ws[i : i+k] {
@@ -110,10 +157,26 @@ func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap in
 			continue // mostly stop words: any answer may say it
 		}
 		o.set[shingleHash(ws[i:i+k])] = struct{}{}
+		firsts = append(firsts, i)
 	}
 	if len(o.set) == 0 {
 		return nil
 	}
+	// The beginnings a copy can start with, about 16 bits per entry.
+	o.preBits = 10
+	for 1<<o.preBits < 16*len(firsts)*(k+8) {
+		o.preBits++
+	}
+	o.pre = make([]uint64, 1<<o.preBits/64)
+	for _, i := range firsts {
+		prefixesOfWord(system, wstart[i], o.addPre)
+		h := uint64(0)
+		for _, w := range ws[i : i+k-1] {
+			h = h*shingleB + w
+			o.addPre(h)
+		}
+	}
+	o.seq = make([]uint64, k)
 	need := int(frac*float64(len(ws)) + 0.999)
 	o.need = max(minNeed, k+2, min(minLeak, need))
 	o.words = make([]uint64, k)
@@ -126,12 +189,15 @@ func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap in
 func (o *overlap) byteAt(c byte, at int) (found bool, start, end int) {
 	if isWordByteOverlap(c) {
 		if !o.inWord {
-			o.inWord, o.hash, o.wordStart = true, fnvOffset, at
+			o.inWord, o.hash, o.wordStart, o.wordOut = true, fnvOffset, at, false
 		}
 		if c >= 'A' && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		o.hash = (o.hash ^ uint64(c)) * fnvPrime
+		if !o.wordOut && !o.mayBegin(o.hash) {
+			o.wordOut = true // sticky: no longer word begins the same way
+		}
 		return false, 0, 0
 	}
 	if !o.inWord {
@@ -155,6 +221,27 @@ func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
 	o.words[i%o.k] = h
 	o.starts[i%o.k] = start
 	o.n++
+	// The recent words from which the text is still the opening of a
+	// shingle stay alive; a sequence of k words is judged below.
+	for j := max(0, i-o.k+1); j < i; j++ {
+		s := uint32(j % o.k)
+		if o.alive&(1<<s) == 0 {
+			continue
+		}
+		o.seq[s] = o.seq[s]*shingleB + h
+		if i-j+1 >= o.k || !o.mayBegin(o.seq[s]) {
+			o.alive &^= 1 << s
+		}
+	}
+	s := uint32(i % o.k)
+	o.seq[s] = h
+	// A word whose letters were already cleared (wordOut) cannot begin a
+	// copy: a collision in the bitset must not take that back.
+	if !o.wordOut && o.mayBegin(h) {
+		o.alive |= 1 << s
+	} else {
+		o.alive &^= 1 << s
+	}
 	if o.runActive && i-o.lastCovered > o.maxGap+o.k {
 		o.runActive = false // no later shingle can join this run
 	}
@@ -185,19 +272,24 @@ func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
 }
 
 // hold returns the earliest offset a leak could still start at: the run
-// under way, or the first of the last k-1 words (a shingle may start
-// there), or the word being read.
+// under way; the first of the last k-1 words from which the words read
+// since open some shingle of the system prompt (a copy may start there);
+// the word being read while its letters so far begin a word that opens a
+// shingle. Text that cannot start a copy flows: "Sure, here" waits only
+// if the system prompt has a shingle beginning "sure here".
 func (o *overlap) hold(end int) int {
 	h := end
-	if o.inWord {
+	if o.inWord && !o.wordOut {
 		h = o.wordStart
 	}
 	if o.runActive {
 		h = min(h, o.runStart)
 	}
-	if o.n > 0 {
-		first := max(0, o.n-(o.k-1))
-		h = min(h, o.starts[first%o.k])
+	for j := max(0, o.n-(o.k-1)); j < o.n; j++ {
+		if o.alive&(1<<uint32(j%o.k)) != 0 {
+			h = min(h, o.starts[j%o.k])
+			break
+		}
 	}
 	return h
 }

@@ -60,8 +60,12 @@
 // match), those from the first token whose hash occurred earlier in the
 // output (a k-gram starting at a token never seen before cannot repeat
 // anything), and, while a candidate is alive, everything from where its
-// repeat began. Everything else is released, so the opening tokens of an
-// output, all new, flow to the client at once.
+// repeat began. The token being read is held only while what has come of
+// it so far is also the beginning of an earlier token (a set of prefix
+// hashes answers that): "Th" waits if "The" came before, "Hor" flows at
+// once if no earlier token began with "hor". Everything else is
+// released, so the opening tokens of an output, all new, flow to the
+// client letter by letter as they stream.
 //
 // # The finding
 //
@@ -74,6 +78,7 @@ package repetition
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -141,9 +146,10 @@ periods need min_repeats copies and min_repeat_tokens recurred tokens;
 long blocks need min_block_tokens recurred tokens, or min_restart_tokens
 when the output starts over from its beginning. Any token that differs
 (a list number, a table cell, an array index, a record value) breaks the
-repeat, so lists, tables and similar code lines pass. Holds back only the
-last few tokens and a repeat that has begun. The finding starts where the
-repetition begins.`,
+repeat, so lists, tables and similar code lines pass. Holds back only a
+repeat that has begun and the last few tokens from one seen before (a word
+being read only while it could still equal an earlier token). The finding
+starts where the repetition begins.`,
 		Reasons: []validator.Reason{validator.ReasonRepetitionLoop},
 		Example: "min_repeats: 3\nmin_repeat_tokens: 24\nmin_block_tokens: 64\nmin_restart_tokens: 32\nmax_period_tokens: 1024\n",
 		Config:  func() any { return DefaultConfig() },
@@ -198,6 +204,33 @@ type Detector struct {
 	findings []validator.Finding
 	closed   bool
 	emit     emitFunc
+	bufs     *buffers // the tables above, back to the pool at Close
+}
+
+// buffers are a detector's tables (about 64 KiB with the default
+// max_period_tokens). Every attempt of every request builds a detector,
+// so they are pooled: a fresh 64 KiB per attempt was most of the
+// gateway's garbage per request.
+type buffers struct {
+	size             int
+	hashes, kh, seen []uint64
+	prefixes         []uint64
+	table            []int32
+}
+
+var bufPool sync.Pool
+
+func getBuffers(size int) *buffers {
+	if b, ok := bufPool.Get().(*buffers); ok && b.size == size {
+		clear(b.hashes)
+		clear(b.kh)
+		clear(b.seen)
+		clear(b.prefixes)
+		clear(b.table)
+		return b
+	}
+	return &buffers{size: size, hashes: make([]uint64, size), kh: make([]uint64, size), table: make([]int32, 2*size),
+		seen: make([]uint64, seenWords), prefixes: make([]uint64, 1<<prefixBits/64)}
 }
 
 var _ validator.Validator = (*Detector)(nil)
@@ -212,15 +245,13 @@ func New(cfg Config) (*Detector, error) {
 		size <<= 1
 	}
 	d := &Detector{
-		cfg:    cfg,
-		hashes: make([]uint64, size),
-		kh:     make([]uint64, size),
-		mask:   size - 1,
-		table:  make([]int32, 2*size),
-		tmask:  uint64(2*size - 1),
-		cands:  make([]candidate, 0, maxCands),
-		seen:   make([]uint64, seenWords),
+		cfg:   cfg,
+		mask:  size - 1,
+		tmask: uint64(2*size - 1),
+		cands: make([]candidate, 0, maxCands),
 	}
+	d.bufs = getBuffers(size)
+	d.hashes, d.kh, d.table, d.seen, d.tok.prefixes = d.bufs.hashes, d.bufs.kh, d.bufs.table, d.bufs.seen, d.bufs.prefixes
 	d.pow = 1
 	for i := 0; i < kgram-1; i++ {
 		d.pow *= kgramBase
@@ -240,7 +271,8 @@ func (d *Detector) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Close flushes the last token.
+// Close flushes the last token. The detector's tables go back to a pool:
+// after Close only Settled and Findings are answered, from other fields.
 func (d *Detector) Close() {
 	if d.closed {
 		return
@@ -249,6 +281,10 @@ func (d *Detector) Close() {
 		d.tok.flush(d.emit)
 	}
 	d.closed = true
+	if d.bufs != nil {
+		bufPool.Put(d.bufs)
+		d.bufs, d.hashes, d.kh, d.table, d.seen, d.tok.prefixes = nil, nil, nil, nil, nil, nil
+	}
 }
 
 // Findings returns the loop, if one was found.
@@ -263,9 +299,12 @@ func (d *Detector) Settled() int {
 		return d.tok.off
 	}
 	// The next token read may complete a k-gram that begins kgram-1
-	// tokens back; the token being read (or a cut rune) is not settled.
+	// tokens back. A cut rune is not settled. The token being read is
+	// held only while it could still equal an earlier token: once one of
+	// its prefixes began no earlier token (novel), no repeat can begin at
+	// it, and its letters flow as they come.
 	s := d.tok.off - d.tok.ncarry
-	if d.tok.kind != tokNone {
+	if d.tok.kind != tokNone && !d.tok.novel {
 		s = d.tok.start
 	}
 	// A k-gram can repeat earlier text only if its first token occurred
@@ -319,7 +358,10 @@ func (d *Detector) token(h uint64, start, end int) {
 	d.hashes[i&d.mask] = h
 	d.recentStart[i&recentMask] = start
 	bit := h % (seenWords * 64)
-	d.recentSeen[i&recentMask] = d.seen[bit/64]&(1<<(bit%64)) != 0
+	// A token the tokenizer found novel (one of its prefixes began no
+	// earlier token) was released while it was read; the bitset may still
+	// say seen by a collision, and must not take that back.
+	d.recentSeen[i&recentMask] = d.seen[bit/64]&(1<<(bit%64)) != 0 && !d.tok.novel
 	d.seen[bit/64] |= 1 << (bit % 64)
 
 	// Advance the surviving candidates; a differing token ends one.

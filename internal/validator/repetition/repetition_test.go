@@ -57,6 +57,9 @@ var tableCases = []struct {
 	{"quoted line twice far apart", "Remember: \"measure twice, cut once, and always keep your tools sharp and clean\". " +
 		"Sharp tools are safer because they need less force. Clean tools last longer. Dull blades slip. Rust eats edges. Oil them in winter. " + "Remember: \"measure twice, cut once, and always keep your tools sharp and clean\".", false},
 	{"invalid utf8", "abc\xff\xfe def \xe2\x82 ghi", false},
+	{"loop of words sharing prefixes", strings.Repeat("th the then them they ", 10), true},
+	{"loop that starts mid-word of a new word", "Therapists th" + strings.Repeat("e therapy the therapist ", 10), true},
+	{"growing words", "a ab abc abcd abcde abcdef abcdefg abcdefgh abcdefghi abcdefghij", false},
 }
 
 func TestTable(t *testing.T) {
@@ -130,6 +133,53 @@ func TestSettledHoldsOnlyTheTail(t *testing.T) {
 	d.Close()
 	if len(d.Findings()) != 0 || d.Settled() != d.tok.off {
 		t.Fatalf("after Close: %+v settled %d", d.Findings(), d.Settled())
+	}
+}
+
+// TestSettledReleasesNewWordsLetterByLetter checks the hold on the token
+// being read: its letters flow while what has come of it begins no earlier
+// token, and wait while it could still turn out to equal one.
+func TestSettledReleasesNewWordsLetterByLetter(t *testing.T) {
+	steps := []struct {
+		feed string
+		held string // the tail of the output still held after feed
+	}{
+		{"\"", ""},                 // a symbol no earlier token began with
+		{"H", ""},                  // the first letter of the first word
+		{"e", ""},                  // nothing began with "he" before
+		{"re, ", ""},               // "here" and "," are new tokens
+		{"h", "h"},                 // "here" began with "h": this may be "here" again
+		{"e", "he"},                // ... or "he", a prefix of "here"
+		{"l", ""},                  // no earlier token began with "hel"
+		{"lo Tim", ""},             // "hello", "tim": new
+		{"e. ", ""},                // "time", ".": new
+		{"Her", "Her"},             // every prefix of "here" again: held
+		{"e", "Here"},              // equal to an earlier token...
+		{"s", ""},                  // "heres" is not
+		{" t", "t"},                // "t" began "tim"
+		{"ime", "time"},            // now equal to "time"
+		{" ", "time "},             // a finished token seen before: it may begin a repeat
+		{"x", "time x"},            // a new token after it does not release it
+		{"\u00e9", "time x\u00e9"}, // nor does a new letter of the word being read
+	}
+	d := newDefault().(*Detector)
+	var text string
+	for _, st := range steps {
+		d.Write([]byte(st.feed))
+		text += st.feed
+		if got := text[d.Settled():]; got != st.held {
+			t.Fatalf("after %q: held %q, want %q", text, got, st.held)
+		}
+	}
+	// A cut rune is held even inside a novel word.
+	d2 := newDefault().(*Detector)
+	d2.Write([]byte("Gr\xc3"))
+	if s := d2.Settled(); s != 2 {
+		t.Fatalf("settled %d with a cut rune after \"Gr\", want 2", s)
+	}
+	d2.Write([]byte("\xbcn"))
+	if s := d2.Settled(); s != len("Gr\u00fcn") {
+		t.Fatalf("settled %d after \"Gr\u00fcn\", want %d", s, len("Gr\u00fcn"))
 	}
 }
 
@@ -307,6 +357,30 @@ func TestRandomSplitsOfCorpus(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%s: split %v gives %+v, want %+v", c.name, sizes, got, want)
 			}
+		}
+	}
+}
+
+// TestPooledTablesStartClean: a detector built on tables a closed one gave
+// back finds exactly what a detector on fresh tables finds.
+func TestPooledTablesStartClean(t *testing.T) {
+	loop := "Here is my answer: " + strings.Repeat("I can't help with that. ", 10)
+	clean := "Renewable energy has grown quickly over the last decade, and storage is next."
+	for range 3 {
+		d := newDefault().(*Detector)
+		d.Write([]byte(loop))
+		d.Close() // its tables, full of the loop's hashes, go back to the pool
+		if len(d.Findings()) != 1 || d.Settled() != d.Findings()[0].Start {
+			t.Fatalf("loop: %+v settled %d", d.Findings(), d.Settled())
+		}
+		e := newDefault().(*Detector)
+		e.Write([]byte(clean))
+		if s := e.Settled(); s != len(clean) {
+			t.Fatalf("a detector on reused tables holds back %q: it remembers the last output", clean[s:])
+		}
+		e.Close()
+		if len(e.Findings()) != 0 {
+			t.Fatalf("findings on clean text: %+v", e.Findings())
 		}
 	}
 }

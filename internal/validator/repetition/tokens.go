@@ -27,6 +27,14 @@ type tokenizer struct {
 	hash     uint64
 	sym      rune // for tokSymbol: the repeated rune
 	symCount int
+
+	// prefixes is a bitset of the hashes of every prefix of every token
+	// read so far (of the token being read too), keyed with the kind; nil
+	// turns the tracking off. novel is set once the token being read has a
+	// prefix that no earlier token had: it cannot equal any earlier token
+	// then, however it goes on.
+	prefixes []uint64
+	novel    bool
 }
 
 const (
@@ -37,6 +45,9 @@ const (
 	maxSymbolRun = 4
 	fnvOffset    = 14695981039346656037
 	fnvPrime     = 1099511628211
+
+	prefixBits = 16 // 64 Ki bits of prefix hashes (8 KiB)
+	prefixMix  = 0x9E3779B97F4A7C15
 )
 
 // emitFunc receives each complete token: its hash and byte range.
@@ -142,7 +153,7 @@ func (t *tokenizer) rune(r rune, at int, emit emitFunc) {
 func (t *tokenizer) wordRune(r rune, at int, emit emitFunc) {
 	if t.kind != tokWord {
 		t.end(at, emit)
-		t.kind, t.start, t.hash = tokWord, at, fnvOffset
+		t.kind, t.start, t.hash, t.novel = tokWord, at, fnvOffset, false
 	}
 	t.mix(r)
 }
@@ -154,18 +165,36 @@ func (t *tokenizer) symbolRune(r rune, at int, emit emitFunc) {
 		return
 	}
 	t.end(at, emit)
-	t.kind, t.start, t.hash, t.sym, t.symCount = tokSymbol, at, fnvOffset, r, 1
+	t.kind, t.start, t.hash, t.sym, t.symCount, t.novel = tokSymbol, at, fnvOffset, r, 1, false
 	t.mix(r)
 }
 
 func (t *tokenizer) mix(r rune) {
 	if r < utf8.RuneSelf {
 		t.hash = (t.hash ^ uint64(r)) * fnvPrime
-		return
+	} else {
+		var b [utf8.UTFMax]byte
+		n := utf8.EncodeRune(b[:], r)
+		for _, c := range b[:n] {
+			t.hash = (t.hash ^ uint64(c)) * fnvPrime
+		}
 	}
-	var b [utf8.UTFMax]byte
-	n := utf8.EncodeRune(b[:], r)
-	for _, c := range b[:n] {
-		t.hash = (t.hash ^ uint64(c)) * fnvPrime
+	if t.prefixes != nil {
+		t.notePrefix()
+	}
+}
+
+// notePrefix records the hash of the token read so far (a prefix of the
+// finished token) and marks the token novel when no earlier token began
+// the same way. The token's own shorter prefixes are in the set too, but
+// they are other strings: only a hash collision, which holds more text
+// back, never less, can make them look alike. Novelty is sticky: a token
+// whose prefix no earlier token had can never equal one.
+func (t *tokenizer) notePrefix() {
+	k := ((t.hash ^ uint64(t.kind)) * prefixMix) >> (64 - prefixBits)
+	w, bit := k/64, uint64(1)<<(k%64)
+	if t.prefixes[w]&bit == 0 {
+		t.novel = true
+		t.prefixes[w] |= bit
 	}
 }
