@@ -19,13 +19,14 @@ import (
 )
 
 // testbedDevices resolves CPU and Vulkan0 (llvmpipe) on the testbed's
-// llama-server.
+// llama-server, once no other test on the machine is measuring.
 func testbedDevices(t *testing.T) (*testbed.Env, context.Context) {
 	t.Helper()
 	env := testbed.Require(t, "llama-vulkan")
 	if env.LlamaServer == "" || env.Model == "" {
 		t.Fatal("testbed env lacks the llama-server binary or the model")
 	}
+	testbed.Measuring(t) // every caller judges measured speeds
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return env, ctx

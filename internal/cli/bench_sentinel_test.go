@@ -42,6 +42,7 @@ func TestBenchSentinelUsage(t *testing.T) {
 // testbed: the short cached placement picks the CPU over llvmpipe.
 func TestBenchSentinelAutoTestbed(t *testing.T) {
 	env := testbed.Require(t, "llama-vulkan")
+	testbed.Measuring(t) // its verdict depends on measured speed
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), []string{"bench", "sentinel", "--auto", "--json", "--model", env.Model,

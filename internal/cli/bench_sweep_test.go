@@ -35,6 +35,7 @@ func TestBenchSweepUsage(t *testing.T) {
 // short CPU set, JSON output and a chart.
 func TestBenchSweepCLI(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
+	testbed.Measuring(t) // its verdict depends on measured speed
 	bench := filepath.Join(filepath.Dir(env.LlamaServer), "llama-bench")
 	if p := os.Getenv("AEGIS_TESTBED_LLAMA_BENCH"); p != "" {
 		bench = p

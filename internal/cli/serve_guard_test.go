@@ -21,6 +21,7 @@ import (
 // fall back to the deterministic checks alone.
 func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
+	testbed.Measuring(t)                    // its verdict depends on measured speed
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // measure, do not reuse a placement cached elsewhere
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -36,6 +36,7 @@ func llamaBench(t *testing.T, env *testbed.Env) string {
 // load log must hold buffers on both devices.
 func TestSweepTestbed(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu", "llama-vulkan")
+	testbed.Measuring(t) // its verdict depends on measured speed
 	bench := llamaBench(t, env)
 	sets := []string{
 		"cpu: -dev none -t 1",

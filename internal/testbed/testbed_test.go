@@ -3,7 +3,9 @@ package testbed
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLoad(t *testing.T) {
@@ -38,5 +40,39 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("cpu url %q, want %q", e.LlamaCPUURL, tt.wantCPU)
 			}
 		})
+	}
+}
+
+// TestMeasuringExcludes checks that a second holder waits for the first.
+func TestMeasuringExcludes(t *testing.T) {
+	released := make(chan struct{})
+	got := make(chan struct{})
+	t.Run("first", func(t *testing.T) {
+		Measuring(t)
+		go func() {
+			// A separate file description contends like another process.
+			f, err := os.OpenFile(filepath.Join(os.TempDir(), "aegis-testbed-measuring.lock"), os.O_RDWR, 0)
+			if err != nil {
+				t.Error(err)
+				close(got)
+				return
+			}
+			defer f.Close()
+			syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+			select {
+			case <-released:
+			default:
+				t.Error("second holder got the lock while the first held it")
+			}
+			syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+			close(got)
+		}()
+		time.Sleep(50 * time.Millisecond)
+		close(released) // the cleanup that unlocks runs right after this subtest returns
+	})
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("second holder never got the lock")
 	}
 }
