@@ -57,6 +57,15 @@ func isWordByteOverlap(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
 
+// foldHash adds byte c, case-folded, to the FNV-1a hash h of a word: the
+// one hash the prompt's words and the streamed words are both given.
+func foldHash(h uint64, c byte) uint64 {
+	if c >= 'A' && c <= 'Z' {
+		c += 'a' - 'A'
+	}
+	return (h ^ uint64(c)) * fnvPrime
+}
+
 // wordHashes splits s as the stream is split and returns the word hashes.
 func wordHashes(s string) []uint64 {
 	hs, _ := wordSpans(s)
@@ -74,10 +83,7 @@ func wordSpans(s string) (hashes []uint64, starts []int) {
 				in, h = true, fnvOffset
 				starts = append(starts, i)
 			}
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			h = (h ^ uint64(c)) * fnvPrime
+			h = foldHash(h, c)
 		} else if in {
 			in = false
 			hashes = append(hashes, h)
@@ -94,11 +100,7 @@ func wordSpans(s string) (hashes []uint64, starts []int) {
 func prefixesOfWord(s string, from int, add func(uint64)) {
 	h := uint64(fnvOffset)
 	for i := from; i < len(s) && isWordByteOverlap(s[i]); i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		h = (h ^ uint64(c)) * fnvPrime
+		h = foldHash(h, s[i])
 		add(h)
 	}
 }
@@ -191,10 +193,7 @@ func (o *overlap) byteAt(c byte, at int) (found bool, start, end int) {
 		if !o.inWord {
 			o.inWord, o.hash, o.wordStart, o.wordOut = true, fnvOffset, at, false
 		}
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		o.hash = (o.hash ^ uint64(c)) * fnvPrime
+		o.hash = foldHash(o.hash, c)
 		if !o.wordOut && !o.mayBegin(o.hash) {
 			o.wordOut = true // sticky: no longer word begins the same way
 		}
