@@ -18,23 +18,13 @@
 //     this device delivers. Time to verdict is always the server's, since
 //     that is what users wait for.
 //
-// The two differ by llama-server's per-token work, which llama-bench does
-// not do: every decode runs inside the task queue's yield_to_queue (a
-// hand-off to the queue's worker thread and back, about three context
-// switches per token), then sampling and token bookkeeping. Measured on
-// the testbed (stories260K, 1 thread) this costs about 30-40 µs per token
-// in the server's fastest rounds, and more in a typical round when the
-// machine is otherwise idle: the hand-off then wakes an idle CPU (with the
-// testbed's second vCPU kept busy, the server's median tg16 went from 0.58
-// to 0.72 of llama-bench's). No server flag or request setting removes it
-// (stream, sampler chain, n_probs, cache_prompt, context size, --poll,
-// -fa, --no-cont-batching, --cache-ram, --threads-http, --prio, backend
-// sampling, CPU pinning were tried). For a 260K-parameter model at ~8,000
-// tok/s that is a quarter to a half of each token; for a 1-3B guard at
-// 20-100 tok/s it is under 1%. The report
-// shows it per device as ServerOverheadUS, next to llama-bench's own
-// spread on the same scale (on llvmpipe, at ~8 ms a token, the overhead is
-// lost in that spread).
+// The two differ by llama-server's own work per generated token, which
+// llama-bench does not do: each decode is handed to the task queue's
+// worker thread and back, then sampled and booked. It costs tens of
+// microseconds per token whatever the server flags (measured on the
+// testbed; the numbers and the flags tried are in commit 428f69c). That is a large share of a 260K-parameter toy model's
+// token and under 1% of a 1-3B guard's. The report shows it per device
+// as ServerOverheadUS, next to llama-bench's own spread on the same scale.
 //
 // On a shared machine other processes only slow a run down, and they slow
 // the two tools differently: the server sleeps between requests and gets
