@@ -20,6 +20,7 @@ const defaultModelPath = "internal/guard/classifier/model/guard.bin"
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		cfg := classifier.DefaultTrainConfig()
+		opt := dataset.DefaultOptions()
 		var data, out string
 		var verbose, loso bool
 		c := &cobra.Command{
@@ -49,7 +50,11 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 					}
 					out = filepath.Join(dir, defaultModelPath)
 				}
-				exs, err := dataset.Training(root)
+				opt.HoldoutPercent = cfg.HoldoutPercent
+				if c.Flags().Changed("window") {
+					cfg.TrainWindows = []int{cfg.Window} // learn in the windows it will be scored in
+				}
+				exs, err := dataset.TrainingWith(root, opt)
 				if err != nil {
 					return fmt.Errorf("train: %w", err)
 				}
@@ -90,6 +95,9 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.Uint8Var(&cfg.Bits, "bits", cfg.Bits, "log2 of the hashed feature table size")
 		f.BoolVarP(&verbose, "verbose", "v", false, "print the held-out flag rate per training source")
 		f.BoolVar(&loso, "loso", false, "do not write a model; measure model selection by leaving training sources out (training data only)")
+		f.IntVar(&cfg.Window, "window", cfg.Window, "window (in words) long inputs are also learnt and scored in; the score is the maximum")
+		f.IntVar(&cfg.Stride, "stride", cfg.Stride, "stride (in words) between windows")
+		f.IntVar(&opt.LexiconScale, "lexicon-scale", opt.LexiconScale, "examples composed per hand-written lexicon entry (0: leave the lexicons out)")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
 		return c
 	})

