@@ -75,110 +75,82 @@ func lexiconExamples(lx *Lexicon, scale, holdoutPercent int, seed uint64) []clas
 	}
 	h := fnv.New64a()
 	h.Write([]byte(lx.Lang))
-	r := rand.New(rand.NewPCG(seed, h.Sum64()))
-	has := func(ks ...Kind) bool {
-		for _, k := range ks {
-			if len(pool[k]) == 0 {
-				return false
+	c := &composer{r: rand.New(rand.NewPCG(seed, h.Sum64())), pool: &pool}
+	compose := func(n int, ts []lexTemplate, l [2]classifier.Label) {
+		for i := 0; i < n; i++ {
+			t := pick(c.r, ts)
+			if !c.has(t.needs) {
+				continue
 			}
+			text := strings.Replace(pick(c.r, lexFrames), "%s", t.build(c), 1)
+			out = append(out, classifier.Example{Text: text, Source: src, Labels: l, Whole: true, Generated: true})
 		}
-		return true
 	}
-	p := func(k Kind) string { return pick(r, pool[k]) }
-	sep := func() string { return pick(r, lexSeps) }
-	frame := func(s string) string { return strings.Replace(pick(r, lexFrames), "%s", s, 1) }
-	gen := func(text string, l [2]classifier.Label) {
-		out = append(out, classifier.Example{Text: text, Source: src, Labels: l, Whole: true, Generated: true})
-	}
-
-	nPos := scale * (len(pool[Override]) + len(pool[Goal]) + len(pool[Role]) + len(pool[Attack]))
-	for i := 0; i < nPos; i++ {
-		var s string
-		switch r.IntN(9) {
-		case 0, 1:
-			if !has(Override, Goal) {
-				continue
-			}
-			s = p(Override) + " " + p(Goal)
-		case 2:
-			if !has(Lead, Override, Goal) {
-				continue
-			}
-			s = p(Lead) + sep() + p(Override) + " " + p(Goal)
-		case 3:
-			if !has(Role, Goal) {
-				continue
-			}
-			s = p(Role) + " " + p(Goal)
-		case 4:
-			if !has(Override, Role, Goal) {
-				continue
-			}
-			s = p(Override) + " " + p(Role) + " " + p(Goal)
-		case 5:
-			if !has(Lead, Attack) {
-				continue
-			}
-			s = p(Lead) + sep() + p(Attack)
-		case 6:
-			if !has(BenignK, Attack) {
-				continue
-			}
-			s = p(BenignK) + sep() + p(Attack)
-		case 7:
-			if !has(Override, Goal) {
-				continue
-			}
-			body := p(Override) + " " + p(Goal)
-			if has(Attack) && r.IntN(2) == 0 {
-				body = p(Attack)
-			}
-			s = pick(r, lexMarkers) + body
-		case 8:
-			if !has(Override, Goal) {
-				continue
-			}
-			s = split(p(Override)+" "+p(Goal), r)
-		}
-		gen(frame(s), injPos)
-	}
-	nNeg := scale * (len(pool[Lead]) + len(pool[BenignK]) + len(pool[Lookalike]))
-	for i := 0; i < nNeg; i++ {
-		var s string
-		switch r.IntN(6) {
-		case 0:
-			if !has(Lead, BenignK) {
-				continue
-			}
-			s = p(Lead) + sep() + p(BenignK)
-		case 1, 2:
-			if !has(Lead, Lookalike) {
-				continue
-			}
-			s = p(Lead) + sep() + p(Lookalike)
-		case 3:
-			if !has(BenignK, Lookalike) {
-				continue
-			}
-			s = p(Lookalike) + sep() + p(BenignK)
-		case 4:
-			if !has(Lookalike) {
-				continue
-			}
-			s = p(Lookalike)
-			if has(Lookalike) && r.IntN(2) == 0 {
-				s += sep() + p(Lookalike)
-			}
-		case 5:
-			if !has(BenignK) {
-				continue
-			}
-			s = split(p(BenignK), r)
-		}
-		gen(frame(s), notInjOnl)
-	}
+	compose(scale*(len(pool[Override])+len(pool[Goal])+len(pool[Role])+len(pool[Attack])), injectionTemplates, injPos)
+	compose(scale*(len(pool[Lead])+len(pool[BenignK])+len(pool[Lookalike])), benignTemplates, notInjOnl)
 	return out
 }
+
+// composer draws lexicon entries for templates.
+type composer struct {
+	r    *rand.Rand
+	pool *[numKinds][]string
+}
+
+func (c *composer) has(ks []Kind) bool {
+	for _, k := range ks {
+		if len(c.pool[k]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *composer) p(k Kind) string { return pick(c.r, c.pool[k]) }
+func (c *composer) sep() string     { return pick(c.r, lexSeps) }
+
+// lexTemplate builds one text from the kinds it needs.
+type lexTemplate struct {
+	needs []Kind
+	build func(*composer) string
+}
+
+// injectionTemplates and benignTemplates are drawn from uniformly; a
+// template listed twice is drawn twice as often.
+var (
+	overrideGoal = lexTemplate{[]Kind{Override, Goal}, func(c *composer) string { return c.p(Override) + " " + c.p(Goal) }}
+	lookalikes   = lexTemplate{[]Kind{Lead, Lookalike}, func(c *composer) string { return c.p(Lead) + c.sep() + c.p(Lookalike) }}
+
+	injectionTemplates = []lexTemplate{
+		overrideGoal, overrideGoal,
+		{[]Kind{Lead, Override, Goal}, func(c *composer) string { return c.p(Lead) + c.sep() + c.p(Override) + " " + c.p(Goal) }},
+		{[]Kind{Role, Goal}, func(c *composer) string { return c.p(Role) + " " + c.p(Goal) }},
+		{[]Kind{Override, Role, Goal}, func(c *composer) string { return c.p(Override) + " " + c.p(Role) + " " + c.p(Goal) }},
+		{[]Kind{Lead, Attack}, func(c *composer) string { return c.p(Lead) + c.sep() + c.p(Attack) }},
+		{[]Kind{BenignK, Attack}, func(c *composer) string { return c.p(BenignK) + c.sep() + c.p(Attack) }},
+		{[]Kind{Override, Goal, Attack}, func(c *composer) string {
+			body := c.p(Override) + " " + c.p(Goal)
+			if c.r.IntN(2) == 0 {
+				body = c.p(Attack)
+			}
+			return pick(c.r, lexMarkers) + body
+		}},
+		{[]Kind{Override, Goal}, func(c *composer) string { return split(c.p(Override)+" "+c.p(Goal), c.r) }},
+	}
+	benignTemplates = []lexTemplate{
+		{[]Kind{Lead, BenignK}, func(c *composer) string { return c.p(Lead) + c.sep() + c.p(BenignK) }},
+		lookalikes, lookalikes,
+		{[]Kind{BenignK, Lookalike}, func(c *composer) string { return c.p(Lookalike) + c.sep() + c.p(BenignK) }},
+		{[]Kind{Lookalike}, func(c *composer) string {
+			s := c.p(Lookalike)
+			if c.r.IntN(2) == 0 {
+				s += c.sep() + c.p(Lookalike)
+			}
+			return s
+		}},
+		{[]Kind{BenignK}, func(c *composer) string { return split(c.p(BenignK), c.r) }},
+	}
+)
 
 // split cuts s at word boundaries into two or three quoted pieces
 // assigned to variables and joined again, the way payload-splitting
