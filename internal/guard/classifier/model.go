@@ -76,7 +76,11 @@ type Model struct {
 }
 
 const magic = "AEGISCLF"
-const version = 2
+
+// version changes whenever the features change (3: character 4- to
+// 6-grams instead of 3- to 5-grams), so that a model file is never scored
+// with features it was not trained on.
+const version = 3
 
 // MarshalBinary encodes the model in its compact file format:
 // a header, a JSON metadata block, then per head its parameters and
