@@ -6,6 +6,11 @@
 // evaluation-only sets (cyberseceval-prompt-injection, the BIPIA test
 // files, llm-guard-test-cases, xstest, openai-moderation-eval). Nothing
 // is copied into the repository; the files are read where they lie.
+//
+// Training also adds text written for this project: a handmade benign
+// set, generated benign documents with matched injected copies
+// (synth.go), and per-language lexicons of injections and benign
+// look-alikes composed into examples (lexicon.go, lexgen.go).
 package dataset
 
 import (
