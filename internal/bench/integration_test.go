@@ -323,8 +323,18 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 			if got <= 0 || got > 150 {
 				problems = append(problems, fmt.Sprintf("CPU %s: server overhead %.1f µs/token, want a positive cost under 150", test, got))
 			}
-			if math.Abs(got-implied) > 0.2*(1e6/want) {
-				problems = append(problems, fmt.Sprintf("CPU %s: reported server overhead %.1f µs/token, llama-bench here implies %.1f", test, got, implied))
+			// Reported and implied overhead share the served time, so
+			// they differ by the two llama-bench runs' per-token times:
+			// checked like the speeds, on the fastest rounds (what the
+			// bench reports) or on the medians, each within 20% of a
+			// token's time. A machine that flips between two speeds can
+			// put the runs' fastest rounds 25% apart while their medians
+			// agree (seen in a clean-clone CI run).
+			wantMed, servedMed, devMed := summarize(ref[test]).Median, d.Served[test].Median, d.DeviceSpeed[test].Median
+			gotMed, impliedMed := 1e6/servedMed-1e6/devMed, 1e6/servedMed-1e6/wantMed
+			if math.Abs(got-implied) > 0.2*(1e6/want) && math.Abs(gotMed-impliedMed) > 0.2*(1e6/wantMed) {
+				problems = append(problems, fmt.Sprintf("CPU %s: server overhead %.1f µs/token reported, %.1f implied by llama-bench here (fastest rounds); %.1f and %.1f on medians",
+					test, got, implied, gotMed, impliedMed))
 			}
 		}
 		return ref, problems
