@@ -3,8 +3,10 @@ package dataset
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
+	"github.com/aegis-sentinel/aegis/internal/guard/textnorm"
 )
 
 func TestParseLexicon(t *testing.T) {
@@ -140,5 +142,48 @@ func TestLexiconExamplesKeepHeldOutApart(t *testing.T) {
 		if exs[i] != again[i] {
 			t.Fatalf("not deterministic at %d", i)
 		}
+	}
+}
+
+// The lexicons were written without reading the evaluation sets; this
+// checks the outcome: no entry of 16 or more characters (after the
+// classifier's normalisation; scripts without spaces included) occurs
+// inside any evaluation text.
+func TestLexiconsNotInEvalData(t *testing.T) {
+	root := sharedRoot(t)
+	lexs, err := Lexicons()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evals []string
+	for _, name := range EvalNames() {
+		s, err := EvalSet(root, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range s.Items {
+			evals = append(evals, textnorm.Normalize(it.Text))
+		}
+	}
+	checked := 0
+	for _, lx := range lexs {
+		for k, es := range lx.Entries {
+			for _, e := range es {
+				ne := textnorm.Normalize(e)
+				if utf8.RuneCountInString(ne) < 16 {
+					continue
+				}
+				checked++
+				for _, ev := range evals {
+					if strings.Contains(ev, ne) {
+						t.Errorf("%s %v entry occurs in an evaluation text: %q", lx.Lang, Kind(k), e)
+						break
+					}
+				}
+			}
+		}
+	}
+	if checked < 1000 {
+		t.Errorf("only %d entries checked", checked)
 	}
 }
