@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,15 @@ type Candidate struct {
 	Ratio          float64  `json:"ratio"`
 	Interpretation string   `json:"interpretation"`
 	Error          string   `json:"error,omitempty"`
+	// TimedOut says the device gave no verdict within VerdictTimeout;
+	// VerdictMS is then that bound, a lower bound on its time to verdict.
+	TimedOut bool `json:"timed_out,omitempty"`
 }
+
+// VerdictTimeout bounds one verdict while placing: a device that needs
+// longer is slower than any CPU worth comparing it with, and is judged
+// on this bound instead of failing the measurement.
+const VerdictTimeout = time.Minute
 
 // Placement is AutoPlace's answer: the device the guard should run on.
 type Placement struct {
@@ -121,7 +130,6 @@ func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 		devs = append([]supervisor.Device{{Name: "none"}}, devs...)
 	}
 	var cands []Candidate
-	var cpu *Candidate
 	for _, d := range devs {
 		c := measureCandidate(ctx, o, d)
 		if ctx.Err() != nil {
@@ -129,6 +137,12 @@ func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 		}
 		cands = append(cands, c)
 	}
+	return place(cands)
+}
+
+// place applies the interpretation table to measured candidates.
+func place(cands []Candidate) (*Placement, error) {
+	var cpu *Candidate
 	for i := range cands {
 		if cands[i].Device == "CPU" {
 			cpu = &cands[i]
@@ -148,7 +162,7 @@ func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 			c.Ratio, c.Interpretation = 1, VerdictBaseline
 			continue
 		}
-		if c.Error != "" {
+		if c.Error != "" && !c.TimedOut {
 			c.Interpretation = "error"
 			continue
 		}
@@ -188,9 +202,15 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 		c.Error = err.Error()
 		return c
 	}
-	srv := server{c: sup.HTTPClient(time.Minute)}
-	if _, _, err := srv.verdict(sctx, 0); err != nil { // warm-up
+	srv := server{c: sup.HTTPClient(VerdictTimeout)}
+	timedOut := func(err error) {
 		c.Error = err.Error()
+		if isTimeout(err) && sctx.Err() == nil {
+			c.TimedOut, c.VerdictMS = true, float64(VerdictTimeout.Milliseconds())
+		}
+	}
+	if _, _, err := srv.verdict(sctx, 0); err != nil { // warm-up
+		timedOut(err)
 		return c
 	}
 	var ms, tg []float64
@@ -200,7 +220,7 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 	for i := range o.Samples {
 		dur, _, err := srv.verdict(sctx, i+1)
 		if err != nil {
-			c.Error = err.Error()
+			timedOut(err)
 			return c
 		}
 		ms = append(ms, float64(dur.Microseconds())/1000)
@@ -214,6 +234,13 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 	c.CPUBusyPct = ls.stop().SystemPct
 	c.VerdictMS, c.TGTokS = summarize(ms).Median, summarize(tg).Median
 	return c
+}
+
+// isTimeout reports whether err is a client's time limit running out (as
+// opposed to a refused connection, a crash or a bad answer).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // DefaultCacheFile is $XDG_CACHE_HOME/aegis/placement.json.

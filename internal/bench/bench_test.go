@@ -6,10 +6,13 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
@@ -298,5 +301,61 @@ func TestReportWriters(t *testing.T) {
 	}
 	if !strings.Contains(page.String(), "<svg") || !strings.Contains(page.String(), "&lt;by&gt;") {
 		t.Error("HTML lacks the chart or does not escape")
+	}
+}
+
+func TestPlaceJudgesTimedOutDevicesSlower(t *testing.T) {
+	cpu := Candidate{Device: "CPU", VerdictMS: 90}
+	tests := []struct {
+		name      string
+		cands     []Candidate
+		wantErr   bool
+		device    string
+		interpret string // of the second candidate
+	}{
+		{"faster device wins", []Candidate{cpu, {Device: "Vulkan0", VerdictMS: 30}}, false, "Vulkan0", VerdictStrong},
+		{"timed out is slower", []Candidate{cpu, {Device: "Vulkan0", VerdictMS: 60000, TimedOut: true, Error: "timeout"}}, false, "CPU", VerdictSlower},
+		{"crashed is an error", []Candidate{cpu, {Device: "Vulkan0", Error: "connection refused"}}, false, "CPU", "error"},
+		{"cpu failed", []Candidate{{Device: "CPU", Error: "exit 1"}, {Device: "Vulkan0", VerdictMS: 30}}, true, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := place(tt.cands)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("placed %+v, want an error", p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Device != tt.device || p.Candidates[1].Interpretation != tt.interpret {
+				t.Errorf("device %s, second %q; want %s, %q", p.Device, p.Candidates[1].Interpretation, tt.device, tt.interpret)
+			}
+		})
+	}
+}
+
+// A server that answers too late is a timeout; one that refuses is not.
+func TestIsTimeout(t *testing.T) {
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(release)
+	_, _, err := server{base: slow.URL, c: &http.Client{Timeout: 50 * time.Millisecond}}.verdict(context.Background(), 0)
+	if err == nil || !isTimeout(err) {
+		t.Errorf("stalled server: err %v, want a timeout", err)
+	}
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	_, _, err = server{base: dead.URL, c: &http.Client{Timeout: time.Second}}.verdict(context.Background(), 0)
+	if err == nil || isTimeout(err) {
+		t.Errorf("closed server: err %v, want an error that is not a timeout", err)
 	}
 }

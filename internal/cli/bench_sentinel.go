@@ -106,7 +106,11 @@ uses, and caches it.`,
 						return enc.Encode(p)
 					}
 					for _, cd := range p.Candidates {
-						fmt.Fprintf(stdio.Out, "%-8s verdict %7.1f ms  tg16 %7.0f tok/s  %.2fx  %s %s\n", cd.Device, cd.VerdictMS, cd.TGTokS, cd.Ratio, cd.Interpretation, cd.Error)
+						verdict := fmt.Sprintf("%7.1f ms", cd.VerdictMS)
+						if cd.TimedOut {
+							verdict = fmt.Sprintf(">%.0f ms", cd.VerdictMS) // a lower bound: no verdict in time
+						}
+						fmt.Fprintf(stdio.Out, "%-8s verdict %s  tg16 %7.0f tok/s  %.2fx  %s %s\n", cd.Device, verdict, cd.TGTokS, cd.Ratio, cd.Interpretation, cd.Error)
 					}
 					cached := ""
 					if p.Cached {
