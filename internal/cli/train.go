@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +23,7 @@ func init() {
 		cfg := classifier.DefaultTrainConfig()
 		opt := dataset.DefaultOptions()
 		var data, out string
-		var verbose, loso bool
+		var verbose, loso, lolo bool
 		c := &cobra.Command{
 			Use:   "train",
 			Short: "Train the embedded guard classifier from the shared datasets",
@@ -51,6 +52,9 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 					out = filepath.Join(dir, defaultModelPath)
 				}
 				opt.HoldoutPercent = cfg.HoldoutPercent
+				if lolo {
+					return printLOLO(stdio, root, opt, cfg, start)
+				}
 				if c.Flags().Changed("window") {
 					cfg.TrainWindows = []int{cfg.Window} // learn in the windows it will be scored in
 				}
@@ -98,6 +102,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.IntVar(&cfg.Window, "window", cfg.Window, "window (in words) long inputs are also learnt and scored in; the score is the maximum")
 		f.IntVar(&cfg.Stride, "stride", cfg.Stride, "stride (in words) between windows")
 		f.IntVar(&opt.LexiconScale, "lexicon-scale", opt.LexiconScale, "examples composed per hand-written lexicon entry (0: leave the lexicons out)")
+		f.BoolVar(&lolo, "lolo", false, "do not write a model; measure how the classifier carries over to a language by leaving each of "+strings.Join(eval.DefaultLanguages, ",")+" out of the lexicons (training data only)")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
 		return c
 	})
@@ -124,6 +129,36 @@ func printLOSO(stdio *IO, exs []classifier.Example, cfg classifier.TrainConfig, 
 	}
 	n := float64(len(rs))
 	fmt.Fprintf(w, "%-10s %5s %5s %10.3f %10.3f %6s %10.3f\n", "mean", "", "", m1/n, m2/n, "", mi/float64(max(ni, 1)))
+	fmt.Fprintf(w, "in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// printLOLO runs the leave-languages-out measurement and prints one line
+// per withheld language.
+func printLOLO(stdio *IO, root string, opt dataset.Options, cfg classifier.TrainConfig, start time.Time) error {
+	scale := opt.LexiconScale
+	opt.LexiconScale = 0
+	base, err := dataset.TrainingWith(root, opt)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	lexs, err := dataset.Lexicons()
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	rs, err := eval.LeaveLanguagesOut(base, lexs, eval.DefaultLanguages, scale, cfg)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	w := stdio.Out
+	var auc, rec, fpr float64
+	fmt.Fprintf(w, "%-8s %5s %5s %6s %8s %6s\n", "withheld", "pos", "neg", "AUC", "recall", "FPR")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-8s %5d %5d %6.3f %8.3f %6.3f\n", r.Lang, r.Pos, r.Neg, r.AUC, r.Recall, r.FPR)
+		auc, rec, fpr = auc+r.AUC, rec+r.Recall, fpr+r.FPR
+	}
+	n := float64(len(rs))
+	fmt.Fprintf(w, "%-8s %5s %5s %6.3f %8.3f %6.3f\n", "mean", "", "", auc/n, rec/n, fpr/n)
 	fmt.Fprintf(w, "in %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
 }
