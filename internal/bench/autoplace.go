@@ -203,14 +203,14 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 		return c
 	}
 	srv := server{c: sup.HTTPClient(VerdictTimeout)}
-	timedOut := func(err error) {
+	fail := func(err error) {
 		c.Error = err.Error()
 		if isTimeout(err) && sctx.Err() == nil {
 			c.TimedOut, c.VerdictMS = true, float64(VerdictTimeout.Milliseconds())
 		}
 	}
 	if _, _, err := srv.verdict(sctx, 0); err != nil { // warm-up
-		timedOut(err)
+		fail(err)
 		return c
 	}
 	var ms, tg []float64
@@ -220,7 +220,7 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 	for i := range o.Samples {
 		dur, _, err := srv.verdict(sctx, i+1)
 		if err != nil {
-			timedOut(err)
+			fail(err)
 			return c
 		}
 		ms = append(ms, float64(dur.Microseconds())/1000)

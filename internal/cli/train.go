@@ -52,11 +52,11 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 					out = filepath.Join(dir, defaultModelPath)
 				}
 				opt.HoldoutPercent = cfg.HoldoutPercent
-				if lolo {
-					return printLOLO(stdio, root, opt, cfg, start)
-				}
 				if c.Flags().Changed("window") {
 					cfg.TrainWindows = []int{cfg.Window} // learn in the windows it will be scored in
+				}
+				if lolo {
+					return printLOLO(stdio, root, opt, cfg, start)
 				}
 				exs, err := dataset.TrainingWith(root, opt)
 				if err != nil {

@@ -55,22 +55,21 @@ func lexSource(lang string) string {
 func lexiconExamples(lx *Lexicon, scale, holdoutPercent int, seed uint64) []classifier.Example {
 	src := lexSource(lx.Lang)
 	var out []classifier.Example
-	// Whole entries first; held-out ones stay out of the pools.
+	// Whole entries are examples on their own; every entry goes into the
+	// pools the templates draw from, except held-out benign ones.
 	var pool [numKinds][]string
-	for k := Override; k < numKinds; k++ {
-		for _, e := range lx.Entries[k] {
-			switch k {
-			case Override, Goal, Role:
-				pool[k] = append(pool[k], e)
-				continue
+	for k, es := range lx.Entries {
+		for _, e := range es {
+			switch Kind(k) {
 			case Attack:
 				out = append(out, classifier.Example{Text: e, Source: src, Labels: injPos, Whole: true})
-			default:
+			case Lead, BenignK, Lookalike:
 				out = append(out, classifier.Example{Text: e, Source: src, Labels: notInjOnl, Whole: true})
+				if classifier.HeldOut(e, holdoutPercent) {
+					continue
+				}
 			}
-			if k == Attack || !classifier.HeldOut(e, holdoutPercent) {
-				pool[k] = append(pool[k], e)
-			}
+			pool[k] = append(pool[k], e)
 		}
 	}
 	h := fnv.New64a()

@@ -48,48 +48,30 @@ func LeaveLanguagesOut(base []classifier.Example, lexs []*dataset.Lexicon, langs
 		if err != nil {
 			return nil, fmt.Errorf("eval: without %s: %w", lang, err)
 		}
-		hi := -1
-		for i := range m.Heads {
-			if m.Heads[i].Name == classifier.HeadInjection {
-				hi = i
-			}
-		}
-		if hi < 0 {
-			return nil, fmt.Errorf("eval: model has no %s head", classifier.HeadInjection)
-		}
-		r := LangResult{Lang: lang}
 		var pos, neg []float64
 		var tp, fp int
-		for k, es := range test.Entries {
-			isPos := dataset.Kind(k) == dataset.Attack
-			if !isPos && dataset.Kind(k) != dataset.BenignK && dataset.Kind(k) != dataset.Lead && dataset.Kind(k) != dataset.Lookalike {
-				continue // fragments (overrides, goals, roles) are not whole texts
+		for _, e := range test.Entries[dataset.Attack] {
+			s := injection(m, e)
+			pos = append(pos, float64(s.Raw))
+			if s.Flag {
+				tp++
 			}
-			for _, e := range es {
-				s := m.Scores(e)[hi]
-				if isPos {
-					pos = append(pos, float64(s.Raw))
-					tp += b2i(s.Flag)
-				} else {
-					neg = append(neg, float64(s.Raw))
-					fp += b2i(s.Flag)
+		}
+		// Whole benign texts; overrides, goals and roles are fragments.
+		for _, k := range []dataset.Kind{dataset.BenignK, dataset.Lead, dataset.Lookalike} {
+			for _, e := range test.Entries[k] {
+				s := injection(m, e)
+				neg = append(neg, float64(s.Raw))
+				if s.Flag {
+					fp++
 				}
 			}
 		}
 		if len(pos) == 0 || len(neg) == 0 {
 			return nil, fmt.Errorf("eval: lexicon %s has %d attacks and %d benign entries; need both", lang, len(pos), len(neg))
 		}
-		r.Pos, r.Neg = len(pos), len(neg)
-		r.AUC = AUC(pos, neg)
-		r.Recall, r.FPR = float64(tp)/float64(len(pos)), float64(fp)/float64(len(neg))
-		out = append(out, r)
+		out = append(out, LangResult{Lang: lang, Pos: len(pos), Neg: len(neg), AUC: AUC(pos, neg),
+			Recall: float64(tp) / float64(len(pos)), FPR: float64(fp) / float64(len(neg))})
 	}
 	return out, nil
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

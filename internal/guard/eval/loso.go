@@ -80,7 +80,7 @@ func LeaveSourcesOut(exs []classifier.Example, cfg classifier.TrainConfig, folds
 		score := func(ts []string) []float64 {
 			s := make([]float64, len(ts))
 			for i, t := range ts {
-				s[i] = float64(m.Scores(t)[0].Raw)
+				s[i] = float64(injection(m, t).Raw)
 			}
 			return s
 		}
@@ -103,6 +103,12 @@ func LeaveSourcesOut(exs []classifier.Example, cfg classifier.TrainConfig, folds
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// injection is m's prompt_injection score of text (Train builds the
+// heads in classifier.HeadNames order, the injection head first).
+func injection(m *classifier.Model, text string) classifier.Score {
+	return m.Scores(text)[0]
 }
 
 func hasAny(src string, names []string) bool {
