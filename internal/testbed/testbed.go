@@ -1,6 +1,8 @@
 // Package testbed finds the real backend servers that scripts/testbed
 // started, so integration tests can talk to a real llama-server (CPU and
-// Vulkan0) and a real Ollama.
+// Vulkan0), a real Ollama, PostgreSQL and nats-server. Tests that stop and
+// restart an engine start a private one from the same binaries
+// (StartPostgres, StartNATS) rather than disturb the shared servers.
 //
 // scripts/testbed up writes KEY=VALUE lines to .testbed/env at the
 // repository root. Load reads that file (or the file named by
@@ -31,6 +33,10 @@ type Env struct {
 	LlamaVulkanURL string // llama-server on Vulkan0 (llvmpipe)
 	OllamaURL      string // ollama serve
 	OllamaModel    string // name of the model created in Ollama
+	PostgresURL    string // PostgreSQL with trust auth, database "aegis"
+	PGBin          string // directory of the PostgreSQL binaries (initdb, postgres)
+	NATSURL        string // nats-server with JetStream
+	NATSServer     string // path of the nats-server binary
 }
 
 // Load reads the testbed environment. It returns an error naming the file
@@ -78,8 +84,12 @@ func Load() (*Env, error) {
 		LlamaVulkanURL: get("AEGIS_TESTBED_LLAMA_VULKAN_URL"),
 		OllamaURL:      get("AEGIS_TESTBED_OLLAMA_URL"),
 		OllamaModel:    get("AEGIS_TESTBED_OLLAMA_MODEL"),
+		PostgresURL:    get("AEGIS_TESTBED_POSTGRES_URL"),
+		PGBin:          get("AEGIS_TESTBED_PG_BIN"),
+		NATSURL:        get("AEGIS_TESTBED_NATS_URL"),
+		NATSServer:     get("AEGIS_TESTBED_NATS_SERVER"),
 	}
-	if e.LlamaCPUURL == "" && e.LlamaVulkanURL == "" && e.OllamaURL == "" {
+	if e.LlamaCPUURL == "" && e.LlamaVulkanURL == "" && e.OllamaURL == "" && e.PostgresURL == "" && e.NATSURL == "" {
 		return nil, fmt.Errorf("testbed: no servers found in %s or the environment; run scripts/testbed up", path)
 	}
 	return e, nil
@@ -93,7 +103,8 @@ func Mandatory() bool {
 
 // Require returns the testbed or ends the test: a failure when integration
 // tests are mandatory, a skip otherwise. Each need names a server that
-// must be present: "llama-cpu", "llama-vulkan", "ollama".
+// must be present: "llama-cpu", "llama-vulkan", "ollama", "postgres",
+// "nats".
 func Require(t testing.TB, needs ...string) *Env {
 	t.Helper()
 	if testing.Short() && !Mandatory() {
@@ -110,6 +121,10 @@ func Require(t testing.TB, needs ...string) *Env {
 				have = e.LlamaVulkanURL
 			case "ollama":
 				have = e.OllamaURL
+			case "postgres":
+				have = e.PostgresURL
+			case "nats":
+				have = e.NATSURL
 			default:
 				t.Fatalf("testbed.Require: unknown server %q", n)
 			}
