@@ -15,6 +15,7 @@
 //	POST /api/chat, /api/generate  Ollama's NDJSON API, when the upstream is Ollama
 //	GET  /v1/models             the configured models, else each upstream's list
 //	GET  /health                Aegis and each upstream (200 when any upstream is up)
+//	GET, HEAD /                 a heartbeat, answered like the upstream kind ("Ollama is running")
 //	/api/*                      other Ollama endpoints, passed through unchecked
 //
 // Request members Aegis does not interpret are passed to the upstream byte
@@ -56,9 +57,9 @@
 // A halt answers with the OpenAI error object {"error": {"message",
 // "type", "code", "param"}} plus the verdict under "aegis". The code is
 // "aegis_" + the reason code (ErrorCode). A non-streaming halt uses the
-// HTTP status of HaltStatus: 422 for an output that failed a check, 403
-// for a blocked input, 502 upstream_error, 503 guard_unavailable, 504
-// stall. A streaming halt, once the upstream stream was open, is an
+// HTTP status of HaltStatus: 403 for an output or input the policy
+// refused, 502 upstream_error, 503 guard_unavailable, 504 stall; every
+// halt carries X-Should-Retry: false. A streaming halt, once the upstream stream was open, is an
 // in-band event — data: {"error": {...}, "aegis": {...}} — followed by
 // data: [DONE], with status 200 (NDJSON: one {"error": "...", "aegis":
 // {...}} line). Errors before any upstream stream — bad JSON (400),

@@ -33,19 +33,23 @@ func ErrorCode(reason validator.Reason) string {
 
 // HaltStatus returns the HTTP status of a non-streaming halt for reason:
 //
-//	422 Unprocessable Entity  the output failed a check (invalid_json,
-//	                          schema_violation, repetition_loop, leaks, ...)
-//	403 Forbidden             the input was refused (prompt_injection, a block)
+//	403 Forbidden             the policy refused the output (it failed a
+//	                          check: invalid_json, schema_violation,
+//	                          repetition_loop, leaks, ...) or the input
+//	                          (prompt_injection, any block)
 //	502 Bad Gateway           upstream_error
 //	503 Service Unavailable   guard_unavailable
 //	504 Gateway Timeout       stall
+//
+// A policy refusal is 403 because it is the status no common client
+// retries: LangChain JS retries every status but 400-407, 409 and 413,
+// the Vercel AI SDK retries 408, 409, 429 and 5xx, and the openai SDK
+// retries 408, 409, 429 and 5xx unless the response says
+// x-should-retry: false, which every halt sends (see markFinal). The
+// unavailability halts keep their 5xx statuses, which monitoring and load
+// balancers read as the gateway's or upstream's failure.
 func HaltStatus(reason validator.Reason, action validator.Action) int {
-	if action == validator.ActionBlock {
-		return http.StatusForbidden
-	}
 	switch reason {
-	case validator.ReasonPromptInjection:
-		return http.StatusForbidden
 	case validator.ReasonUpstreamError:
 		return http.StatusBadGateway
 	case validator.ReasonGuardUnavailable:
@@ -53,7 +57,7 @@ func HaltStatus(reason validator.Reason, action validator.Action) int {
 	case validator.ReasonStall:
 		return http.StatusGatewayTimeout
 	}
-	return http.StatusUnprocessableEntity
+	return http.StatusForbidden
 }
 
 // errorType is the OpenAI "type" of a halt.

@@ -194,6 +194,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveHealth(w, r)
 		return
 	}
+	if r.URL.Path == "/" {
+		g.serveRoot(w, r)
+		return
+	}
 	if g.AuthToken != "" && !g.authorized(r) {
 		writeError(w, http.StatusUnauthorized, apiError{Message: "missing or wrong bearer token", Type: "authentication_error", Code: "invalid_api_key"}, nil)
 		return

@@ -188,7 +188,7 @@ func TestHaltAfterRetries(t *testing.T) {
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
 	var out errorBody
 	json.Unmarshal(readAllBody(t, resp), &out)
-	if resp.StatusCode != 422 || out.Error.Code != "aegis_invalid_json" || out.Aegis == nil || out.Aegis.Action != validator.ActionHalt {
+	if resp.StatusCode != 403 || resp.Header.Get(HeaderShouldRetry) != "false" || out.Error.Code != "aegis_invalid_json" || out.Aegis == nil || out.Aegis.Action != validator.ActionHalt {
 		t.Fatalf("status %d body %+v", resp.StatusCode, out)
 	}
 	if calls.Load() != 3 { // default max_retries 2: three attempts
@@ -437,7 +437,7 @@ func TestEventTextOnlyWhenAllowed(t *testing.T) {
 			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Events: bus, Policy: mustPolicy(t, tc.policy)})
 			resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
 			readAllBody(t, resp)
-			if resp.StatusCode != 422 {
+			if resp.StatusCode != 403 {
 				t.Fatalf("status %d, want a halt", resp.StatusCode)
 			}
 			seen := map[events.Kind]int{}

@@ -224,6 +224,7 @@ func (x *exchange) halt(v validator.Verdict) {
 	if v.Action != validator.ActionBlock {
 		v.Action = validator.ActionHalt
 	}
+	markFinal(x.w.Header())
 	m := x.meta(v)
 	msg := haltMessage(v)
 	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
@@ -275,6 +276,7 @@ func haltMessage(v validator.Verdict) string {
 // upstream 4xx is passed on with its status and message (the request was
 // bad for it), a 5xx becomes 502.
 func (x *exchange) refused(res result) {
+	markFinal(x.w.Header())
 	status := http.StatusBadGateway
 	msg := res.errMessage()
 	code := ErrorCode(validator.ReasonUpstreamError)
