@@ -60,8 +60,12 @@ func (t KVType) ggml() gp.GGMLType {
 
 // Model is what Aegis knows about one GGUF file.
 type Model struct {
-	Path          string `json:"path"`
-	Name          string `json:"name,omitempty"`
+	Path     string `json:"path"`
+	Name     string `json:"name,omitempty"`
+	Basename string `json:"basename,omitempty"` // general.basename
+	// ChatTemplate is tokenizer.chat_template, the Jinja template
+	// llama-server applies to chat requests.
+	ChatTemplate  string `json:"-"`
 	Architecture  string `json:"architecture"`
 	Parameters    uint64 `json:"parameters"`
 	FileType      string `json:"file_type"` // quantization, e.g. Q4_K_M
@@ -120,6 +124,12 @@ func Open(path string, lim Limits) (*Model, error) {
 		FileBytes:     uint64(md.FileSize),
 		WeightsBytes:  uint64(md.Size),
 		file:          f,
+	}
+	if kv, ok := f.Header.MetadataKV.Get("general.basename"); ok && kv.ValueType == gp.GGUFMetadataValueTypeString {
+		m.Basename = kv.ValueString()
+	}
+	if kv, ok := f.Header.MetadataKV.Get("tokenizer.chat_template"); ok && kv.ValueType == gp.GGUFMetadataValueTypeString {
+		m.ChatTemplate = kv.ValueString()
 	}
 	if m.HeadsKV == 0 {
 		m.HeadsKV = m.Heads

@@ -79,6 +79,13 @@ type Result struct {
 	// (llama-server: prompt_n, cache_n, predicted_n).
 	PromptTokens, CachedTokens, Predicted int
 	Elapsed                               time.Duration
+
+	// Protocol is the native protocol that answered (zero for
+	// verdict-json), Answer the model's answer in its own terms and Text
+	// the answer as the model wrote it.
+	Protocol Protocol
+	Answer   Answer
+	Text     string
 }
 
 // maxResponse bounds a guard server's answer.
@@ -106,6 +113,11 @@ func (c *Client) post(ctx context.Context, path string, body any, out any) error
 	// replayable, so Go resends it when it met such a closed connection
 	// before any response byte, and sends no such header.
 	req.Header["Idempotency-Key"] = nil
+	return c.do(req, path, out)
+}
+
+// do sends req and decodes a bounded JSON answer into out.
+func (c *Client) do(req *http.Request, path string, out any) error {
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("guard llm: %s %s: %w", c.Kind, path, err)

@@ -34,6 +34,18 @@ type Config struct {
 	// IDSlot pins the llama-server slot whose KV cache keeps the prompt
 	// prefix warm (-1: any slot; default 0).
 	IDSlot *int `json:"id_slot" yaml:"id_slot"`
+	// Protocol is the guard model's own prompt and answer format: auto
+	// (the default: detected from the server's model, /props on
+	// llama-server, /api/show on Ollama), llama-guard, qwen3guard,
+	// granite-guardian, shieldgemma, or verdict-json (Aegis' generic
+	// prompt, for general instruct models).
+	Protocol string `json:"protocol" yaml:"protocol"`
+	// Risk is the Granite Guardian risk to ask about (harm by default,
+	// jailbreak for the injection task).
+	Risk string `json:"risk" yaml:"risk"`
+	// Policies are the ShieldGemma policies to judge against (dangerous,
+	// harassment, hate, sexual; all four by default).
+	Policies []string `json:"policies" yaml:"policies"`
 	// PrefillOnly, when true, sends only cache-warming prefill requests
 	// while the output streams and asks for the verdict once at the end;
 	// output is then held back until that verdict.
@@ -71,6 +83,8 @@ var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8,
 
 // Guard is the guard_llm validator for one attempt.
 type Guard struct {
+	proto    Protocol // as configured; auto is resolved per server
+	user     string   // the last user message, for response moderation
 	client   *Client
 	task     Task
 	context  string
@@ -122,12 +136,34 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	if now == nil {
 		now = time.Now
 	}
+	proto, err := ParseProtocol(c.Protocol)
+	if err != nil {
+		return nil, fmt.Errorf("guard_llm: %w", err)
+	}
+	if c.Risk != "" {
+		if _, ok := graniteRisks[c.Risk]; !ok {
+			return nil, fmt.Errorf("guard_llm: unknown risk %q (want one of %v)", c.Risk, GraniteRisks())
+		}
+	}
+	for _, p := range c.Policies {
+		if !isIn(p, ShieldPolicies()) {
+			return nil, fmt.Errorf("guard_llm: unknown policy %q (want some of %v)", p, ShieldPolicies())
+		}
+	}
 	g := &Guard{
+		proto:   proto,
 		client:  &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP},
 		task:    task,
 		cfg:     c,
 		now:     now,
 		cadence: 4 * c.CadenceTokens,
+	}
+	if req != nil {
+		for _, m := range req.Messages {
+			if m.Role == "user" {
+				g.user = m.Content
+			}
+		}
 	}
 	if req != nil && (task == TaskDrift || task == TaskToolCall) {
 		g.context = req.System()
@@ -178,20 +214,65 @@ func (g *Guard) startLocked(final bool) {
 	c := &call{end: end, started: g.now(), cancel: cancel, final: final, prefill: g.cfg.PrefillOnly && !final}
 	g.inflight = c
 	g.asked = end
-	prompt := BuildPrompt(g.task, g.context, string(g.buf[:end]))
+	text := string(g.buf[:end])
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		defer cancel()
-		var res *Result
-		var err error
-		if c.prefill {
-			err = g.client.Prefill(ctx, prompt)
-		} else {
-			res, err = g.client.Check(ctx, g.task, prompt)
-		}
+		res, err := g.call(ctx, c, text)
 		g.finish(c, res, err)
 	}()
+}
+
+// call runs one guard call on text in the configured protocol: a
+// cache-warming prefill or a verdict.
+func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error) {
+	proto, err := resolveCached(ctx, g.client, g.proto)
+	if err != nil {
+		return nil, err
+	}
+	if proto == ProtocolVerdictJSON {
+		prompt := BuildPrompt(g.task, g.context, text)
+		if c.prefill {
+			return nil, g.client.Prefill(ctx, prompt)
+		}
+		return g.client.Check(ctx, g.task, prompt)
+	}
+	s := g.subject(text)
+	if c.prefill {
+		return nil, g.client.Prefill(ctx, nativeOf(proto).render(s))
+	}
+	return g.client.CheckNative(ctx, proto, s)
+}
+
+// subject is what a native-protocol call judges: the response so far,
+// as the answer to the last user message.
+func (g *Guard) subject(text string) Subject {
+	s := Subject{Mode: ModeResponse, User: g.user, Text: text, Risk: g.cfg.Risk, Policies: g.cfg.Policies}
+	if s.Risk == "" && g.task == TaskInjection {
+		s.Risk = "jailbreak"
+	}
+	return s
+}
+
+// resolved caches auto-detected protocols per server and model.
+var resolved sync.Map // "url model" -> Protocol
+
+// resolveCached resolves auto once per guard server and model.
+func resolveCached(ctx context.Context, c *Client, p Protocol) (Protocol, error) {
+	if p != ProtocolAuto {
+		return p, nil
+	}
+	key := c.BaseURL + " " + c.Model
+	if v, ok := resolved.Load(key); ok {
+		return v.(Protocol), nil
+	}
+	p, err := c.Resolve(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	resolved.Store(key, p)
+	return p, nil
 }
 
 // finish records a call's outcome.
@@ -207,6 +288,8 @@ func (g *Guard) finish(c *call, res *Result, err error) {
 		g.unavailableLocked(c, err.Error())
 	case c.prefill:
 		// Warmed the cache; nothing judged.
+	case res.Verdict.Verdict == validator.Fail && res.Protocol != ProtocolAuto:
+		g.findings = append(g.findings, nativeFinding(res.Protocol, g.subject(""), res, g.settled, max(c.end, g.settled+1)))
 	case res.Verdict.Verdict == validator.Fail:
 		msg := fmt.Sprintf("guard model (%s) says %s, risk %s", g.task, res.Verdict.Reason, res.Verdict.Risk)
 		if res.HasProbs {
