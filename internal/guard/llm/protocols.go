@@ -57,7 +57,7 @@ func (llamaGuard) render(s Subject) Prompt {
 
 // The template ends right after the assistant header, so the model itself
 // writes the blank line before its answer.
-func (llamaGuard) open() string                { return "\n\n" }
+func (llamaGuard) open() string                 { return "\n\n" }
 func (llamaGuard) words() (fail, pass []string) { return []string{"unsafe"}, []string{"safe"} }
 
 func (llamaGuard) rest(Subject, string) (string, int) {
@@ -259,7 +259,7 @@ func (qwen3Guard) injection(_ Subject, c string) bool { return c == "Jailbreak" 
 type yesNo struct{}
 
 func (yesNo) open() string                       { return "" }
-func (yesNo) words() (fail, pass []string)        { return []string{"Yes"}, []string{"No"} }
+func (yesNo) words() (fail, pass []string)       { return []string{"Yes"}, []string{"No"} }
 func (yesNo) rest(Subject, string) (string, int) { return "", 0 }
 func (yesNo) grammar(Subject) (string, int)      { return "root ::= \"Yes\" | \"No\"\n", 3 }
 func (yesNo) names(string) string                { return "" }
