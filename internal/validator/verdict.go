@@ -190,9 +190,10 @@ type Finding struct {
 	// Path locates the finding inside structured output (a JSON pointer
 	// such as "/items/3/name" or "tool_calls/0/arguments"), when relevant.
 	Path string `json:"path,omitempty"`
-	// Categories are a guard model's own categories behind the finding
-	// (Llama Guard's S1..S14, Qwen3Guard's names, a Granite Guardian risk).
-	Categories []string `json:"categories,omitempty"`
+	// Categories are a guard model's own categories behind the finding,
+	// comma-separated (Llama Guard's S1..S14, Qwen3Guard's names, a Granite
+	// Guardian risk).
+	Categories string `json:"categories,omitempty"`
 }
 
 // Verdict is the short, machine-readable answer Aegis gives for one output.

@@ -232,6 +232,6 @@ func nativeFinding(p Protocol, s Subject, res *Result, start, end int) validator
 	}
 	return validator.Finding{
 		Check: "guard_llm", Reason: res.Verdict.Reason, Start: start, End: end,
-		Message: msg, Hint: res.Verdict.Action, Categories: res.Answer.Categories,
+		Message: msg, Hint: res.Verdict.Action, Categories: strings.Join(res.Answer.Categories, ","),
 	}
 }
