@@ -231,6 +231,9 @@ func (x *exchange) attempt(n int, body []byte) result {
 // feed hands one parsed chunk to the checks and releases what they
 // cleared. It reports false when the checks failed the output.
 func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
+	if !x.stream {
+		x.acc.add(x.attempts, x.route, p)
+	}
 	switch {
 	case c.hasText:
 		if x.firstUp.IsZero() {

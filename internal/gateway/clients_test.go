@@ -2,10 +2,15 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -71,5 +76,147 @@ func TestHaltIsFinal(t *testing.T) {
 				t.Fatalf("status %d (want %d), %s: %q", resp.StatusCode, tc.status, HeaderShouldRetry, resp.Header.Get(HeaderShouldRetry))
 			}
 		})
+	}
+}
+
+// TestNonStreamKeepsFields: the body assembled for a non-streaming client
+// keeps every member the upstream streamed (reasoning_content, logprobs,
+// unknown top-level members) and adds none (tool calls get no "index").
+func TestNonStreamKeepsFields(t *testing.T) {
+	chunk := func(delta, extra string) string {
+		return `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","x_server":"kept",` +
+			`"choices":[{"index":0,"delta":` + delta + `,"logprobs":{"content":[` + extra + `]},"finish_reason":null}]}`
+	}
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(
+			chunk(`{"role":"assistant","reasoning_content":"think "}`, `{"token":"a","logprob":-1}`),
+			chunk(`{"reasoning_content":"more"}`, `{"token":"b","logprob":-2}`),
+			chunk(`{"content":"Hi"}`, `{"token":"Hi","logprob":-0.5}`),
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":null}]}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,`+
+		`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`)
+	b := readAllBody(t, resp)
+	var out struct {
+		XServer string `json:"x_server"`
+		Choices []struct {
+			Message struct {
+				Content          string                       `json:"content"`
+				ReasoningContent string                       `json:"reasoning_content"`
+				ToolCalls        []map[string]json.RawMessage `json:"tool_calls"`
+			} `json:"message"`
+			Logprobs struct {
+				Content []struct{ Token string } `json:"content"`
+			} `json:"logprobs"`
+		} `json:"choices"`
+		Usage struct {
+			TotalTokens int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	c := out.Choices[0]
+	if out.XServer != "kept" || c.Message.ReasoningContent != "think more" || c.Message.Content != "Hi" || out.Usage.TotalTokens != 7 {
+		t.Fatalf("fields lost: %s", b)
+	}
+	if len(c.Logprobs.Content) != 3 || c.Logprobs.Content[2].Token != "Hi" {
+		t.Fatalf("logprobs: %s", b)
+	}
+	if len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0]["index"] != nil {
+		t.Fatalf("tool calls: %s", b)
+	}
+}
+
+// TestChoices: n > 1 without streaming sends one upstream request per
+// choice (none carrying n), checks each, and answers with n choices; a
+// choice that fails halts the request; n > 1 with streaming is refused.
+func TestChoices(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]json.RawMessage
+		json.NewDecoder(r.Body).Decode(&req)
+		if _, ok := req["n"]; ok {
+			http.Error(w, `{"error":{"message":"Only one completion choice is allowed"}}`, 400)
+			return
+		}
+		n := calls.Add(1)
+		text := `{"answer":` + strconv.Itoa(int(n)) + `}`
+		if n == 4 {
+			text = "not json" // the second request's second choice
+		}
+		w.Write(sseBody(chatChunk(text), `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Policy: mustPolicy(t, "max_retries: 0\n")})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2}`)
+	b := readAllBody(t, resp)
+	var out struct {
+		Choices []struct {
+			Index   int
+			Message struct{ Content string }
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	for i, c := range out.Choices {
+		if c.Index != i || c.Message.Content != `{"answer":`+strconv.Itoa(i+1)+`}` {
+			t.Fatalf("choice %d: %+v in %s", i, c, b)
+		}
+	}
+	if out.Usage.PromptTokens != 5 || out.Usage.CompletionTokens != 4 {
+		t.Fatalf("usage %+v", out.Usage)
+	}
+	resp = post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2}`)
+	b = readAllBody(t, resp)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "aegis_invalid_json") || resp.Header.Get(HeaderShouldRetry) != "false" {
+		t.Fatalf("a failing choice: %d %s", resp.StatusCode, b)
+	}
+	resp = post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2,"stream":true}`)
+	if b := readAllBody(t, resp); resp.StatusCode != 400 {
+		t.Fatalf("streaming n=2: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestTestbedChoicesLogprobs: n = 2 with logprobs, non-streaming, through
+// Aegis to llama-server (which serves one choice per request): two
+// choices, each with its logprobs.
+func TestTestbedChoicesLogprobs(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "llama", env.LlamaCPUURL, upstream.KindLlamaServer)}})
+	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Once upon a time"}],"n":2,"max_tokens":12,"logprobs":true,"top_logprobs":2}`)
+	b := readAllBody(t, resp)
+	var out struct {
+		Choices []struct {
+			Index    int
+			Message  struct{ Content string }
+			Logprobs struct {
+				Content []struct {
+					Token       string
+					TopLogprobs []json.RawMessage `json:"top_logprobs"`
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 2 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	for i, c := range out.Choices {
+		if c.Index != i || c.Message.Content == "" || len(c.Logprobs.Content) == 0 || len(c.Logprobs.Content[0].TopLogprobs) == 0 {
+			t.Fatalf("choice %d lacks text or logprobs: %s", i, b)
+		}
+		var text string
+		for _, lp := range c.Logprobs.Content {
+			text += lp.Token
+		}
+		if text != c.Message.Content {
+			t.Fatalf("choice %d: logprobs spell %q, content %q", i, text, c.Message.Content)
+		}
 	}
 }

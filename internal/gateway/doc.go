@@ -28,7 +28,10 @@
 // The upstream is always asked to stream, whatever the client asked:
 // checks run as the text arrives, and a non-streaming client gets a body
 // assembled from the stream (content, tool_calls, finish_reason and the
-// closing chunks' usage and timings). The stream is read to its real end,
+// closing chunks' usage and timings), keeping every other member the
+// upstream streamed (logprobs, reasoning_content, ...; see rebuild.go).
+// A non-streaming request for n > 1 choices is sent upstream as n
+// requests of one choice, each checked on its own (choices.go). The stream is read to its real end,
 // past finish_reason, so usage and timings are kept. Chunks go to the
 // client as the attempt's release point passes them; a chunk cut by the
 // release point is split into synthesized chunks carrying its parts.

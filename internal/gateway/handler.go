@@ -62,6 +62,16 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 			return
 		}
 	}
+	n, err := x.choices()
+	if err != nil {
+		p := "n"
+		x.reject(http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request", Param: &p})
+		return
+	}
+	if n > 1 {
+		x.runChoices(n)
+		return
+	}
 	x.run()
 }
 
@@ -184,7 +194,11 @@ type exchange struct {
 	pending []pend
 	tpl     template
 
-	tools    toolAcc
+	tools toolAcc
+	acc   fieldAcc // a non-streaming answer's other fields (rebuild.go)
+	// result, when set, makes this the exchange of one of several
+	// choices (choices.go): its end is recorded there, not published.
+	result   *subResult
 	olTools  []json.RawMessage
 	heldTool [][]byte
 	tail     [][]byte

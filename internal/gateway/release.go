@@ -190,7 +190,7 @@ func (x *exchange) body200() []byte {
 		if x.route == routeChat {
 			msg := map[string]any{"role": "assistant", "content": text}
 			if len(x.tools.calls) > 0 {
-				msg["tool_calls"] = x.tools.calls
+				msg["tool_calls"] = wholeToolCalls(x.tools.calls)
 				if text == "" {
 					msg["content"] = nil
 				}
@@ -214,6 +214,7 @@ func (x *exchange) body200() []byte {
 		top.set("response", text)
 		top.set("done", true)
 	}
+	x.acc.apply(x.route, top)
 	return top.encode()
 }
 
@@ -330,6 +331,10 @@ func (x *exchange) upName() string {
 
 // finished publishes the request's end with its timings.
 func (x *exchange) finished(outcome string, status int) {
+	if x.result != nil {
+		x.result.outcome = outcome
+		return
+	}
 	e := events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
 		Model: x.model, Stream: x.stream, Attempt: x.attempts, Outcome: outcome, Status: status,
 		Duration: x.g.now().Sub(x.start), HeldBytes: x.heldMax}

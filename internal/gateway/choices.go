@@ -1,0 +1,143 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// MaxChoices is the largest n a request may ask for.
+const MaxChoices = 16
+
+// choices returns how many choices the client asked for ("n", default 1).
+// Several choices are served only without streaming: each is generated
+// and checked as a request of its own (see runChoices).
+func (x *exchange) choices() (int, error) {
+	raw, ok := x.body["n"]
+	if !ok || string(raw) == "null" || x.route.ndjson() {
+		return 1, nil
+	}
+	var n int
+	if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > MaxChoices {
+		return 0, fmt.Errorf("n must be an integer from 1 to %d", MaxChoices)
+	}
+	if n > 1 && x.stream {
+		return 0, fmt.Errorf("n > 1 is served only without streaming: each choice is checked on its own")
+	}
+	return n, nil
+}
+
+// subResult is what one choice's exchange ended with.
+type subResult struct {
+	outcome string
+	status  int
+	header  http.Header
+	body    bytes.Buffer
+}
+
+func (s *subResult) Header() http.Header { return s.header }
+func (s *subResult) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.body.Write(p)
+}
+func (s *subResult) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+}
+
+// runChoices serves a non-streaming request for n choices as n upstream
+// requests of one choice each (llama-server and Ollama give one choice
+// per request), every one through its own checks, retries and verdict,
+// then answers with the n choices in one body. The first choice that
+// halts halts the request with its error: a client asking for n choices
+// gets n, or an error.
+func (x *exchange) runChoices(n int) {
+	body := x.body.clone()
+	delete(body, "n")
+	var (
+		merged   rawBody
+		choices  []json.RawMessage
+		attempts int
+		repaired bool
+		usage    map[string]int
+		last     *meta
+	)
+	for i := 0; i < n; i++ {
+		res := &subResult{header: http.Header{}}
+		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, body: body,
+			vreq: x.vreq, model: x.model, up: x.up, logText: x.logText, result: res}
+		sub.run()
+		x.attempts += sub.attempts
+		attempts += sub.attempts
+		if res.status != http.StatusOK {
+			for k, v := range res.header {
+				x.w.Header()[k] = v
+			}
+			x.w.Header().Set(HeaderAttempts, strconv.Itoa(attempts))
+			x.w.WriteHeader(res.status)
+			x.w.Write(res.body.Bytes())
+			x.finished(res.outcome, res.status)
+			return
+		}
+		var b rawBody
+		if err := json.Unmarshal(res.body.Bytes(), &b); err != nil {
+			x.reject(http.StatusInternalServerError, apiError{Message: "assembling choices: " + err.Error(), Type: "server_error", Code: "aegis_error"})
+			return
+		}
+		var cs []rawBody
+		json.Unmarshal(b["choices"], &cs)
+		for _, c := range cs {
+			c.set("index", len(choices))
+			choices = append(choices, c.encode())
+		}
+		var u map[string]json.RawMessage
+		json.Unmarshal(b["usage"], &u)
+		for k, v := range u {
+			var c int
+			if json.Unmarshal(v, &c) == nil {
+				if usage == nil {
+					usage = map[string]int{}
+				}
+				if k == "prompt_tokens" && i > 0 {
+					continue // the prompt is counted once
+				}
+				usage[k] += c
+			}
+		}
+		var m meta
+		if json.Unmarshal(b["aegis"], &m) == nil {
+			last = &m
+		}
+		repaired = repaired || res.outcome == "repaired"
+		if merged == nil {
+			merged = b
+		}
+	}
+	merged.set("choices", choices)
+	if usage != nil {
+		if _, ok := usage["prompt_tokens"]; ok {
+			usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+		}
+		merged.set("usage", usage)
+	}
+	if last == nil {
+		last = x.meta(validator.Verdict{Verdict: validator.Pass})
+	}
+	last.Attempts, last.Repaired = attempts, repaired
+	merged.set("aegis", last)
+	setVerdictHeaders(x.w.Header(), last)
+	writeJSON(x.w, http.StatusOK, merged)
+	outcome := "released"
+	if repaired {
+		outcome = "repaired"
+	}
+	x.repaired = repaired
+	x.finished(outcome, http.StatusOK)
+}

@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"github.com/aegis-sentinel/aegis/internal/openai"
+)
+
+// fieldAcc keeps, for a non-streaming request, the members of the
+// upstream's chunks that the gateway does not interpret itself, so the
+// body assembled from the stream carries every field the upstream sent:
+// logprobs, reasoning_content, Ollama's thinking, and whatever a server
+// adds later. Strings are concatenated and arrays appended across chunks
+// (the way a delta stream spells them), objects are merged member by
+// member, and other values keep the last one seen.
+type fieldAcc struct {
+	attempt int
+	top     rawBody // top-level members, last value wins
+	choice  rawBody // members of choices[0] (OpenAI) beside the delta
+	msg     rawBody // members of the delta (OpenAI) or message (Ollama)
+}
+
+// Members the assembly writes itself; everything else is carried over.
+var (
+	ownTop = map[string]bool{"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true, "choices": true, "message": true, "response": true, "done": true, "error": true,
+		"obfuscation": true} // OpenAI's padding of stream chunks
+	ownChoice = map[string]bool{"index": true, "delta": true, "text": true, "finish_reason": true, "message": true}
+	ownMsg    = map[string]bool{"role": true, "content": true, "tool_calls": true}
+)
+
+// add reads one upstream payload of attempt. A new attempt starts over:
+// the answer the client gets is the last attempt's.
+func (a *fieldAcc) add(attempt int, route routeKind, p []byte) {
+	if attempt != a.attempt {
+		*a = fieldAcc{attempt: attempt}
+	}
+	var m rawBody
+	if json.Unmarshal(p, &m) != nil || m == nil {
+		return
+	}
+	for k, v := range m {
+		if ownTop[k] {
+			continue
+		}
+		if route == routeOllamaGenerate && k == "thinking" {
+			a.top = mergeMember(a.top, k, v)
+			continue
+		}
+		if a.top == nil {
+			a.top = rawBody{}
+		}
+		a.top[k] = v
+	}
+	var msg rawBody
+	if route.ndjson() {
+		msg = m.object("message")
+	} else {
+		var choices []rawBody
+		json.Unmarshal(m["choices"], &choices)
+		if len(choices) == 0 || choices[0] == nil {
+			return
+		}
+		for k, v := range choices[0] {
+			if !ownChoice[k] {
+				a.choice = mergeMember(a.choice, k, v)
+			}
+		}
+		msg = choices[0].object("delta")
+	}
+	for k, v := range msg {
+		if !ownMsg[k] {
+			a.msg = mergeMember(a.msg, k, v)
+		}
+	}
+}
+
+// mergeMember merges v into b[k] and returns b.
+func mergeMember(b rawBody, k string, v json.RawMessage) rawBody {
+	if b == nil {
+		b = rawBody{}
+	}
+	b[k] = mergeJSON(b[k], v)
+	return b
+}
+
+// mergeJSON combines an earlier value with a later one.
+func mergeJSON(old, v json.RawMessage) json.RawMessage {
+	if len(old) == 0 || string(old) == "null" {
+		return v
+	}
+	if string(v) == "null" {
+		return old
+	}
+	switch {
+	case old[0] == '"' && v[0] == '"':
+		var a, b string
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			out, _ := json.Marshal(a + b)
+			return out
+		}
+	case old[0] == '[' && v[0] == '[':
+		var a, b []json.RawMessage
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			out, _ := json.Marshal(append(a, b...))
+			return out
+		}
+	case old[0] == '{' && v[0] == '{':
+		var a, b rawBody
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			for k, bv := range b {
+				a[k] = mergeJSON(a[k], bv)
+			}
+			return a.encode()
+		}
+	}
+	return v
+}
+
+// apply adds the kept members to an assembled body: top-level members
+// the body lacks, and the choice's and message's extra members.
+func (a *fieldAcc) apply(route routeKind, body rawBody) {
+	for k, v := range a.top {
+		if _, ok := body[k]; !ok {
+			body[k] = v
+		}
+	}
+	if route.ndjson() {
+		if len(a.msg) > 0 && route == routeOllamaChat {
+			msg := body.object("message")
+			for k, v := range a.msg {
+				msg[k] = v
+			}
+			body["message"] = msg.encode()
+		}
+		return
+	}
+	var choices []rawBody
+	if json.Unmarshal(body["choices"], &choices) != nil || len(choices) == 0 {
+		return
+	}
+	c := choices[0]
+	for k, v := range a.choice {
+		c[k] = v
+	}
+	if route == routeChat && len(a.msg) > 0 {
+		msg := c.object("message")
+		for k, v := range a.msg {
+			msg[k] = v
+		}
+		c["message"] = msg.encode()
+	}
+	body.set("choices", choices)
+}
+
+// wholeToolCalls returns the assembled tool calls as a non-streaming
+// response spells them: without the stream's "index".
+func wholeToolCalls(calls []openai.ToolCall) []openai.ToolCall {
+	out := make([]openai.ToolCall, len(calls))
+	for i, c := range calls {
+		c.Index = nil
+		out[i] = c
+	}
+	return out
+}
