@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -20,7 +21,7 @@ func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
 			kind, data, head string
-			asJSON           bool
+			asJSON, peers    bool
 			llmOpts          llmFlags
 		)
 		c := &cobra.Command{
@@ -40,7 +41,18 @@ Where a set's metadata allows, its positives are also split a priori into "text"
 stated in the text) and "context" (an ordinary request that is an attack only against a task or
 system prompt the text is not shown with: BIPIA's task-irrelevant categories, CyberSecEval's
 different_user_input_language and indirect_reference variants). Each group is measured against
-all of the set's negatives; the whole-set row is always printed too.`,
+all of the set's negatives; the whole-set row is always printed too. Sets with no positives
+(NotInject) are reported as over-defense accuracy, the share let through, per file and category.
+
+--peers prints instead one comparison table: the embedded guard beside the npm guards
+llm_guardrail (TF-IDF and logistic regression) and vard (rules), each with its own defaults, on
+the same texts: recall at 1% false-positive rate on CyberSecEval (English and multilingual),
+the BIPIA test attack strings and the llm-guard injection cases, each against one benign pool
+(XSTest safe prompts, the OpenAI moderation rows without a positive label, llm-guard's benign
+injection cases), false positives at the default threshold on that pool, and NotInject
+over-defense accuracy. The npm packages are installed on first use with npm into
+$AEGIS_PEERS_CACHE (default: aegis-peers under $XDG_CACHE_HOME or ~/.cache); without node and
+npm the table has the embedded guard only.`,
 			RunE: func(c *cobra.Command, args []string) error {
 				var scorer eval.Scorer
 				switch kind {
@@ -58,6 +70,20 @@ all of the set's negatives; the whole-set row is always printed too.`,
 					scorer = s
 				default:
 					return usagef("eval: --guard must be classifier or llm, not %q", kind)
+				}
+				if peers {
+					if len(args) > 0 {
+						return usagef("eval: --peers runs its own sets and takes no arguments")
+					}
+					root := data
+					if root == "" {
+						r, err := dataset.Root()
+						if err != nil {
+							return usagef("eval: %v (use --data DIR)", err)
+						}
+						root = r
+					}
+					return runPeers(c.Context(), stdio, root, scorer, asJSON)
 				}
 				if len(args) == 0 {
 					args = dataset.EvalNames()
@@ -120,6 +146,7 @@ all of the set's negatives; the whole-set row is always printed too.`,
 		f.StringVar(&head, "head", "", "override the head judged: prompt_injection, unsafe_content or any (JSONL files default to any)")
 		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory)")
 		f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+		f.BoolVar(&peers, "peers", false, "compare with the npm guards llm_guardrail and vard on the same texts (installs them with npm into a cache outside the source tree)")
 		llmOpts.register(c)
 		return c
 	})
@@ -148,6 +175,7 @@ func printEvalTable(w io.Writer, rs []*eval.Result) {
 		}
 	}
 	tw.Flush()
+	printOverDefense(w, rs)
 	for _, r := range rs {
 		if len(r.Groups) > 0 {
 			fmt.Fprintf(w, "[%s]: positives whose attack is stated in the text; [%s]: ordinary requests that are attacks only\n"+
@@ -156,6 +184,35 @@ func printEvalTable(w io.Writer, rs []*eval.Result) {
 			break
 		}
 	}
+}
+
+// printOverDefense reports sets without positives (NotInject) as the
+// share of benign texts let through, per file and per category.
+func printOverDefense(w io.Writer, rs []*eval.Result) {
+	for _, r := range rs {
+		if r.Pos > 0 || r.Neg == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s over-defense accuracy (benign let through): %s of %d\n", r.Set, pct(1-r.FPR), r.Neg)
+		for _, part := range []struct {
+			label string
+			m     map[string]eval.Category
+		}{{"file", r.Files}, {"category", r.Categories}} {
+			for _, k := range sortedCategoryKeys(part.m) {
+				c := part.m[k]
+				fmt.Fprintf(w, "  %-8s %-20s %s of %d\n", part.label, k, pct(1-c.Rate), c.N)
+			}
+		}
+	}
+}
+
+func sortedCategoryKeys(m map[string]eval.Category) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func pct(v float64) string {
@@ -184,9 +241,11 @@ func jsonSafe(rs []*eval.Result) []*eval.Result {
 		for _, v := range []*float64{&r.Precision, &r.Recall, &r.F1, &r.FPR, &r.RecallAt1FPR, &r.AUC, &r.P50ms, &r.P99ms} {
 			fix(v)
 		}
-		for k, c := range r.Categories {
-			fix(&c.Rate)
-			r.Categories[k] = c
+		for _, m := range []map[string]eval.Category{r.Categories, r.Files} {
+			for k, c := range m {
+				fix(&c.Rate)
+				m[k] = c
+			}
 		}
 		for k, g := range r.Groups {
 			for _, v := range []*float64{&g.Precision, &g.Recall, &g.RecallAt1FPR, &g.AUC} {

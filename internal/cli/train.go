@@ -102,6 +102,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.IntVar(&cfg.Window, "window", cfg.Window, "window (in words) long inputs are also learnt and scored in; the score is the maximum")
 		f.IntVar(&cfg.Stride, "stride", cfg.Stride, "stride (in words) between windows")
 		f.IntVar(&opt.LexiconScale, "lexicon-scale", opt.LexiconScale, "examples composed per hand-written lexicon entry (0: leave the lexicons out)")
+		f.BoolVar(&opt.Promptshield, "promptshield", opt.Promptshield, "add the promptshield-neuralalchemy set (obfuscated variants folded into their originals)")
 		f.BoolVar(&lolo, "lolo", false, "do not write a model; measure how the classifier carries over to a language by leaving each of "+strings.Join(eval.DefaultLanguages, ",")+" out of the lexicons (training data only)")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
 		return c

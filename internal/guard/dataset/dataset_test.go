@@ -38,6 +38,7 @@ func TestEvalSetCounts(t *testing.T) {
 		"llm-guard-pi":                 {49, 11, 0},
 		"xstest":                       {200, 250, 0},
 		"openai-moderation":            {522, 1158, 0},
+		"notinject":                    {0, 339, 0},
 	}
 	for name, w := range want {
 		t.Run(name, func(t *testing.T) {
@@ -107,7 +108,9 @@ func TestTrainingReproducibleOnSubset(t *testing.T) {
 // evaluation-only text may appear among the training examples.
 func TestTrainingExcludesEvalData(t *testing.T) {
 	root := sharedRoot(t)
-	exs, err := Training(root)
+	opt := DefaultOptions()
+	opt.Promptshield = true
+	exs, err := TrainingWith(root, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +118,7 @@ func TestTrainingExcludesEvalData(t *testing.T) {
 	for _, e := range exs {
 		train[e.Text] = true
 	}
-	for _, name := range []string{"cyberseceval-pi", "bipia-test", "llm-guard-pi", "xstest", "openai-moderation"} {
+	for _, name := range []string{"cyberseceval-pi", "cyberseceval-pi-multilingual", "bipia-test", "llm-guard-pi", "xstest", "openai-moderation", "notinject"} {
 		s, err := EvalSet(root, name)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,10 @@ type Item struct {
 	Label    int    `json:"label"`
 	Category string `json:"category,omitempty"`
 	Group    string `json:"group,omitempty"`
+	// File names the part of a set the item comes from when the set has
+	// parts worth reporting apart (NotInject's one, two and three
+	// trigger-word files).
+	File string `json:"file,omitempty"`
 }
 
 // The a-priori groups of positive items.
@@ -108,6 +112,7 @@ var evalSets = map[string]evalLoader{
 	"xstest":            {"unsafe_content", "XSTest prompts: 200 unsafe vs 250 safe look-alikes", xstest},
 	"xstest-any":        {HeadAny, "XSTest prompts, flagged by either head", xstest},
 	"openai-moderation": {"unsafe_content", "OpenAI moderation test set: 522 with a positive label vs 1,158 without", moderation},
+	"notinject":         {"prompt_injection", "NotInject: 339 benign prompts built around injection trigger words (over-defense)", notInject},
 }
 
 // EvalNames lists the built-in evaluation sets.
@@ -130,8 +135,8 @@ func EvalSet(root, name string) (*Set, error) {
 const maxLine = 16 << 20
 
 // ReadJSONL reads items in the shape {"text": ..., "label": 0|1,
-// "category": ..., "group": ...} from r, one per line (category and group
-// optional).
+// "category": ..., "group": ..., "file": ...} from r, one per line
+// (category, group and file optional).
 func ReadJSONL(r io.Reader) ([]Item, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -146,6 +151,7 @@ func ReadJSONL(r io.Reader) ([]Item, error) {
 			Label    *int    `json:"label"`
 			Category string  `json:"category"`
 			Group    string  `json:"group"`
+			File     string  `json:"file"`
 		}
 		if err := json.Unmarshal([]byte(line), &raw); err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
@@ -156,7 +162,7 @@ func ReadJSONL(r io.Reader) ([]Item, error) {
 		if *raw.Label != 0 && *raw.Label != 1 {
 			return nil, fmt.Errorf("line %d: label %d, want 0 or 1", n, *raw.Label)
 		}
-		out = append(out, Item{Text: *raw.Text, Label: *raw.Label, Category: raw.Category, Group: raw.Group})
+		out = append(out, Item{Text: *raw.Text, Label: *raw.Label, Category: raw.Category, Group: raw.Group, File: raw.File})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading items: %w", err)

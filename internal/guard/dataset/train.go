@@ -48,6 +48,7 @@ var TrainingSources = []string{
 	"donotanswer", "jbb-behaviors", "bipia (*_train* files only)", "ifeval (prompts)", "cyberseceval-mitre-frr",
 	"handmade benign (this repository)", "generated benign documents and injected pairs (this repository's code)",
 	"hand-written injection and lookalike lexicons, one per language, and examples composed from them (this repository)",
+	"promptshield-neuralalchemy (the .clean copy, obfuscated variants folded into their original)",
 }
 
 // Training reads the training-only datasets under root into examples.
@@ -94,6 +95,8 @@ type Options struct {
 	// out from the text they compose.
 	HoldoutPercent int
 	Seed           uint64
+	// Promptshield adds the promptshield set (see Promptshield).
+	Promptshield bool
 }
 
 // DefaultOptions is what `aegis train` uses.
@@ -326,6 +329,13 @@ func TrainingWith(root string, opt Options) ([]classifier.Example, error) {
 	}
 	for _, s := range Handmade() {
 		add("handmade", s, benign)
+	}
+	if opt.Promptshield {
+		ps, err := Promptshield(root)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ps...)
 	}
 	if opt.LexiconScale > 0 {
 		lexs, err := Lexicons()

@@ -39,6 +39,8 @@ type Result struct {
 	P50ms        float64             `json:"p50_ms"`
 	P99ms        float64             `json:"p99_ms"`
 	Categories   map[string]Category `json:"categories,omitempty"`
+	// Files is the flag rate per part of a set (dataset.Item.File).
+	Files map[string]Category `json:"files,omitempty"`
 	// Groups measures the positives of each a-priori group (see
 	// dataset.Item.Group) against all the set's negatives; empty when
 	// the set's positives carry no group.
@@ -91,13 +93,13 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 			continue
 		}
 		r.N++
-		c := r.Categories[it.Category]
-		c.N++
-		c.Label = it.Label
-		if flag {
-			c.Flagged++
+		tally(r.Categories, it.Category, it.Label, flag)
+		if it.File != "" {
+			if r.Files == nil {
+				r.Files = map[string]Category{}
+			}
+			tally(r.Files, it.File, it.Label, flag)
 		}
-		r.Categories[it.Category] = c
 		if it.Label == 1 {
 			r.Pos++
 			pos = append(pos, score)
@@ -118,9 +120,11 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 			}
 		}
 	}
-	for k, c := range r.Categories {
-		c.Rate = ratio(c.Flagged, c.N)
-		r.Categories[k] = c
+	for _, m := range []map[string]Category{r.Categories, r.Files} {
+		for k, c := range m {
+			c.Rate = ratio(c.Flagged, c.N)
+			m[k] = c
+		}
 	}
 	r.Precision = ratio(r.TP, r.TP+r.FP)
 	r.Recall = ratio(r.TP, r.Pos)
@@ -140,6 +144,17 @@ func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, e
 	r.P50ms = Percentile(lat, 50)
 	r.P99ms = Percentile(lat, 99)
 	return r, nil
+}
+
+// tally counts one scored item into m[key].
+func tally(m map[string]Category, key string, label int, flag bool) {
+	c := m[key]
+	c.N++
+	c.Label = label
+	if flag {
+		c.Flagged++
+	}
+	m[key] = c
 }
 
 func ratio(a, b int) float64 {
