@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,9 +22,9 @@ import (
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
-			db, since, reason, kind string
-			asJSON                  bool
-			limit                   int
+			db, since, reason, kind, gw string
+			asJSON                      bool
+			limit                       int
 		)
 		cmd := &cobra.Command{
 			Use:   "incidents",
@@ -34,6 +35,8 @@ newest first, with the request id, upstream, reason, action and findings.
 The log is the SQLite file aegis serve writes (--incidents there, --db here). By default
 both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
 (~/.local/state/aegis/incidents.db), so they find each other from any directory.
+Several gateways share one log in PostgreSQL: give the same postgres:// URL to both
+(--gateway then keeps one gateway's incidents).
 
 'aegis incidents show ID' prints one incident with its failing spans marked.`,
 			Example: `  aegis incidents --since 1h
@@ -41,7 +44,7 @@ both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
   aegis incidents show 12`,
 			Args: noArgs,
 			RunE: func(c *cobra.Command, args []string) error {
-				f := store.Filter{Limit: limit}
+				f := store.Filter{Limit: limit, Gateway: gw}
 				if since != "" {
 					t, err := parseSince(since, time.Now())
 					if err != nil {
@@ -61,6 +64,9 @@ both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
 					f.Kind = store.Kind(kind)
 				default:
 					return usagef("unknown kind %q (want retry or halt)", kind)
+				}
+				if gw != "" && !store.IsPostgres(db) {
+					return usagef("--gateway needs a shared PostgreSQL log (--db postgres://...)")
 				}
 				st, err := openIncidents(db)
 				if err != nil {
@@ -88,7 +94,8 @@ both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
 			},
 		}
 		fl := cmd.PersistentFlags()
-		fl.StringVar(&db, "db", "", "incident log file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db)")
+		fl.StringVar(&db, "db", "", "incident log file or postgres:// URL (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db)")
+		cmd.Flags().StringVar(&gw, "gateway", "", "only incidents recorded by this gateway (PostgreSQL log)")
 		cmd.Flags().StringVar(&since, "since", "", "only incidents newer than a duration (30m, 1h, 7d) or an RFC 3339 time")
 		cmd.Flags().StringVar(&reason, "reason", "", "only incidents with this reason code (repetition_loop, invalid_json, ...)")
 		cmd.Flags().StringVar(&kind, "kind", "", "only retries or only halts (retry, halt)")
@@ -143,9 +150,12 @@ between ⟦ and ⟧ otherwise.`,
 
 // openIncidents opens the incident log for reading; unlike store.Open it
 // refuses to create a new, empty file where the user mistyped a path.
-func openIncidents(path string) (*store.Store, error) {
+func openIncidents(path string) (store.Log, error) {
 	if path == "" {
 		path = store.DefaultPath()
+	}
+	if store.IsPostgres(path) {
+		return store.OpenPostgres(context.Background(), path, store.Options{})
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("no incident log at %s (aegis serve writes it; name another with --db)", path)

@@ -17,8 +17,14 @@ import (
 
 // incidentsConfig is the `incidents:` section of the serve config.
 type incidentsConfig struct {
-	// Path of the SQLite incident log; empty means store.DefaultPath().
+	// Path of the SQLite incident log, or a postgres:// URL shared by
+	// several gateways; empty means store.DefaultPath().
 	Path string `yaml:"path"`
+	// Buffer bounds the incidents kept in memory while PostgreSQL is
+	// unreachable; zero means store.DefaultBuffer.
+	Buffer int `yaml:"buffer"`
+
+	gateway string // this gateway's name in a shared log (serve_fleet.go)
 	// MaxRows and MaxAge bound the log; zero means the defaults below,
 	// negative means no limit.
 	MaxRows int           `yaml:"max_rows"`
@@ -38,7 +44,7 @@ type observability struct {
 	Bus       *events.Bus
 	Metrics   *metrics.Collector
 	Dashboard *dashboard.Dashboard
-	Incidents *store.Store
+	Incidents store.Log
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -47,7 +53,7 @@ type observability struct {
 // startObservability opens the incident log and starts the subscribers.
 // Every subscription exists before it returns, so no event is missed.
 func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, error) {
-	opts := store.Options{MaxRows: ic.MaxRows, MaxAge: ic.MaxAge}
+	opts := store.Options{MaxRows: ic.MaxRows, MaxAge: ic.MaxAge, Buffer: ic.Buffer, Logger: log, Gateway: ic.gateway}
 	if opts.MaxRows == 0 {
 		opts.MaxRows = defaultIncidentRows
 	}
@@ -59,12 +65,15 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 	if path == "" {
 		path = store.DefaultPath()
 	}
-	st, err := store.Open(path, opts)
+	st, err := store.OpenLog(context.Background(), path, opts)
 	if err != nil {
 		return nil, fmt.Errorf("incident log: %w", err)
 	}
 	o := &observability{Bus: &events.Bus{}, Incidents: st}
 	o.Metrics = metrics.New(o.Bus)
+	if pg, ok := st.(*store.Postgres); ok {
+		registerIncidentBuffer(o.Metrics.Registry(), pg)
+	}
 	o.Dashboard = dashboard.New(o.Bus, st)
 	rec := store.NewRecorder(st, o.Bus)
 	rec.Logger = log

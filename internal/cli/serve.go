@@ -41,6 +41,8 @@ type serveConfig struct {
 	LogFormat string `yaml:"log_format"`
 	// GuardServer runs a guard model beside the gateway (serve_guard.go).
 	GuardServer guardServerConfig `yaml:"guard_server"`
+	// Fleet joins other gateways and guard workers over NATS (serve_fleet.go).
+	Fleet fleetConfig `yaml:"fleet"`
 }
 
 type upstreamConfig struct {
@@ -132,7 +134,7 @@ terminal; outputs only when the policy sets log_text).`,
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
-		f.StringVar(&incidentsPath, "incidents", "", "incident log (SQLite) file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents)")
+		f.StringVar(&incidentsPath, "incidents", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		guardFlags(c, &guardFlagVals)
 		return c
@@ -146,6 +148,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	slogger := logging.New(stdio.Err, logging.Options{Format: format})
 	logger := slog.NewLogLogger(slogger.Handler(), slog.LevelWarn)
+	cfg.Incidents.gateway = cfg.Fleet.gatewayName(cfg.Listen)
 	obs, err := startObservability(slogger, cfg.Incidents)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ type Recorder struct {
 	// dashboard uses it to refresh its list). It must not block.
 	OnAdd func(Incident)
 
-	st  *Store
+	st  Writer
 	sub *events.Subscription
 	// reqs remembers what RequestStarted said about a request, so an
 	// incident has its route, upstream and model even when the Retry or
@@ -54,9 +54,15 @@ type requestInfo struct {
 // RecorderBuffer is the number of events a Recorder buffers.
 const RecorderBuffer = 4096
 
+// Writer is what a Recorder needs from an incident log.
+type Writer interface {
+	Add(ctx context.Context, inc *Incident) (int64, error)
+	Prune(ctx context.Context) (int64, error)
+}
+
 // NewRecorder subscribes to bus and returns a recorder writing into st.
 // Call Run to start writing.
-func NewRecorder(st *Store, bus *events.Bus) *Recorder {
+func NewRecorder(st Writer, bus *events.Bus) *Recorder {
 	return &Recorder{st: st, sub: bus.Subscribe(RecorderBuffer), reqs: map[string]requestInfo{}, halts: map[string]pendingHalt{}}
 }
 

@@ -3,12 +3,14 @@
 // findings (byte offsets into the output), timings and, only when the
 // configuration allows logging outputs, the offending text.
 //
-// The log is one SQLite file opened through the pure-Go driver
+// On one PC the log is one SQLite file opened through the pure-Go driver
 // modernc.org/sqlite (no cgo), in WAL journal mode with synchronous=NORMAL:
 // a committed incident survives a crash of the process that wrote it, and
 // readers (`aegis incidents`, the dashboard) never block the writer. The
 // schema is migrated on Open, and a retention limit (rows and/or age)
-// keeps the file bounded.
+// keeps the file bounded. Several gateways share one log in PostgreSQL
+// instead (OpenLog with a postgres:// URL, see Postgres); both implement
+// Log.
 package store
 
 import (
@@ -17,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -55,7 +58,12 @@ type Timings struct {
 
 // Incident is one stored retry or halt.
 type Incident struct {
-	ID        int64     `json:"id"`
+	ID int64 `json:"id"`
+	// UID is a random key set when the incident is first written to
+	// PostgreSQL, so a retried write is stored once; Gateway names the
+	// gateway that recorded it. The SQLite log keeps neither.
+	UID       string    `json:"uid,omitempty"`
+	Gateway   string    `json:"gateway,omitempty"`
 	Time      time.Time `json:"time"`
 	Kind      Kind      `json:"kind"`
 	RequestID string    `json:"request_id"`
@@ -85,6 +93,14 @@ type Options struct {
 	MaxAge time.Duration
 	// Now is the clock used for retention; nil means time.Now.
 	Now func() time.Time
+
+	// PostgreSQL only: Gateway is written with every incident; Buffer
+	// bounds the incidents kept in memory while the database is
+	// unreachable (0 means DefaultBuffer); Logger receives buffering and
+	// loss messages (nil means slog.Default()).
+	Gateway string
+	Buffer  int
+	Logger  *slog.Logger
 }
 
 // Store is an open incident log. It is safe for concurrent use.
@@ -252,7 +268,10 @@ type Filter struct {
 	Since  time.Time        // only incidents at or after this time
 	Reason validator.Reason // only this reason
 	Kind   Kind             // only retries or only halts
-	Limit  int              // at most this many (the newest); 0 means 100
+	// Gateway keeps only one gateway's incidents (PostgreSQL only; the
+	// SQLite log has one gateway).
+	Gateway string
+	Limit   int // at most this many (the newest); 0 means 100
 }
 
 const columns = `id, time_ns, kind, request_id, route, upstream, model, attempt, reason, action, risk, findings,
