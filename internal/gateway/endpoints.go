@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httputil"
+	"strings"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
 // serveModels lists the models of every upstream: the configured names,
@@ -17,25 +16,61 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, apiError{Message: "use GET", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
 		return
 	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string            `json:"object"`
+		Data   []json.RawMessage `json:"data"`
+	}{Object: "list", Data: g.modelList(r.Context())})
+}
+
+// serveModel answers GET /v1/models/{id} with the model object from the
+// list, or 404 model_not_found.
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) {
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, apiError{Message: "use GET", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
+		return
+	}
+	for _, m := range g.modelList(r.Context()) {
+		var o struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(m, &o) == nil && o.ID == id {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	p := "model"
+	writeError(w, http.StatusNotFound, apiError{Message: "model " + quote(id) + " is not served here", Type: "invalid_request_error", Code: "model_not_found", Param: &p}, nil)
+}
+
+// serveUnsupported answers the OpenAI endpoints Aegis does not serve.
+func (g *Gateway) serveUnsupported(w http.ResponseWriter, r *http.Request) {
+	msg := "no such endpoint: " + r.URL.Path + "; Aegis serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models"
+	if strings.HasPrefix(r.URL.Path, "/v1/responses") {
+		msg = "the Responses API is not served: Aegis checks /v1/chat/completions and /v1/completions (point the client's chat model at those)"
+	}
+	markFinal(w.Header())
+	writeError(w, http.StatusNotFound, apiError{Message: msg, Type: "invalid_request_error", Code: "unsupported_endpoint"}, nil)
+}
+
+// modelList returns the model objects of every upstream: the configured
+// names, or what the upstream's own /v1/models says.
+func (g *Gateway) modelList(ctx context.Context) []json.RawMessage {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 	}
-	out := struct {
-		Object string            `json:"object"`
-		Data   []json.RawMessage `json:"data"`
-	}{Object: "list", Data: []json.RawMessage{}}
+	data := []json.RawMessage{}
 	for _, u := range g.Upstreams {
 		if len(u.Models) > 0 {
 			for _, m := range u.Models {
 				b, _ := json.Marshal(model{ID: m, Object: "model", Created: time.Now().Unix(), OwnedBy: u.Name})
-				out.Data = append(out.Data, b)
+				data = append(data, b)
 			}
 			continue
 		}
-		code, body, err := u.Get(r.Context(), "/v1/models")
+		code, body, err := u.Get(ctx, "/v1/models")
 		if err != nil || code != http.StatusOK {
 			continue
 		}
@@ -43,10 +78,10 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 			Data []json.RawMessage `json:"data"`
 		}
 		if json.Unmarshal(body, &list) == nil {
-			out.Data = append(out.Data, list.Data...)
+			data = append(data, list.Data...)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return data
 }
 
 // serveHealth reports Aegis's own health and each upstream's: 200 when
@@ -65,7 +100,7 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	for _, u := range g.Upstreams {
 		s := st{Name: u.Name, Kind: u.Kind.String(), OK: true}
 		if err := u.Health(ctx); err != nil {
-			s.OK, s.Error = false, err.Error()
+			s.OK, s.Error = false, g.scrub(err.Error())
 		} else {
 			ok = true
 		}
@@ -76,30 +111,4 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		status, word = http.StatusServiceUnavailable, "degraded"
 	}
 	writeJSON(w, status, map[string]any{"status": word, "upstreams": ups})
-}
-
-// serveOllamaPassthrough forwards Ollama's other endpoints (/api/tags,
-// /api/version, /api/show, ...) unchanged, so Ollama clients work through
-// Aegis. Only the generating endpoints are checked.
-func (g *Gateway) serveOllamaPassthrough(w http.ResponseWriter, r *http.Request) {
-	var up *upstream.Upstream
-	for _, u := range g.Upstreams {
-		if u.Kind == upstream.KindOllama {
-			up = u
-			break
-		}
-	}
-	if up == nil {
-		writeError(w, http.StatusNotFound, apiError{Message: "no Ollama upstream for " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"}, nil)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody())
-	rp := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(up.URL); pr.Out.Header.Del("Authorization") },
-		Transport: up.Client.Transport,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeJSON(w, http.StatusBadGateway, map[string]string{"error": "upstream: " + err.Error()})
-		},
-	}
-	rp.ServeHTTP(w, r)
 }

@@ -73,6 +73,11 @@ type Gateway struct {
 	// Events receives the request lifecycle. Nil means none.
 	Events *events.Bus
 
+	// AllowManagement lets Ollama's model management endpoints (pull,
+	// push, copy, delete, create, blobs) through; by default they are
+	// refused with 403 management_refused.
+	AllowManagement bool
+
 	// AuthToken, when set, is the bearer token every request must carry
 	// (GET /health excepted).
 	AuthToken string
@@ -199,7 +204,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if g.AuthToken != "" && !g.authorized(r) {
-		writeError(w, http.StatusUnauthorized, apiError{Message: "missing or wrong bearer token", Type: "authentication_error", Code: "invalid_api_key"}, nil)
+		fail(w, r.URL.Path, http.StatusUnauthorized, apiError{Message: "missing or wrong bearer token", Type: "authentication_error", Code: "invalid_api_key"})
 		return
 	}
 	switch r.URL.Path {
@@ -213,7 +218,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveGenerate(w, r, routeOllamaGenerate)
 	case "/v1/models", "/models":
 		g.serveModels(w, r)
+	case "/v1/embeddings", "/embeddings":
+		g.serveEmbeddings(w, r)
 	default:
+		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/"); ok && id != "" {
+			g.serveModel(w, r, id)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			g.serveUnsupported(w, r)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			g.serveOllamaPassthrough(w, r)
 			return

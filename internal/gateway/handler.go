@@ -34,6 +34,9 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
+	if x.loadUnload(raw) {
+		return
+	}
 	if err := x.decode(raw); err != nil {
 		x.reject(http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return

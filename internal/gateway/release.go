@@ -95,9 +95,7 @@ func (x *exchange) flush() {
 
 func (x *exchange) meta(v validator.Verdict) *meta {
 	v.ID = x.id
-	if v.Findings == nil {
-		v.Findings = []validator.Finding{}
-	}
+	v.Findings = x.g.scrubFindings(v.Findings)
 	return &meta{Verdict: v, RequestID: x.id, Attempts: x.attempts, Repaired: x.repaired && v.Verdict == validator.Pass}
 }
 
@@ -227,7 +225,7 @@ func (x *exchange) halt(v validator.Verdict) {
 	}
 	markFinal(x.w.Header())
 	m := x.meta(v)
-	msg := haltMessage(v)
+	msg := x.g.scrub(haltMessage(v))
 	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
 	status := HaltStatus(v.Reason, v.Action)
 	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
@@ -279,7 +277,7 @@ func haltMessage(v validator.Verdict) string {
 func (x *exchange) refused(res result) {
 	markFinal(x.w.Header())
 	status := http.StatusBadGateway
-	msg := res.errMessage()
+	msg := x.g.scrub(res.errMessage())
 	code := ErrorCode(validator.ReasonUpstreamError)
 	if res.status >= 400 && res.status < 500 {
 		status = res.status
@@ -297,7 +295,7 @@ func (x *exchange) refused(res result) {
 				msg = o.Message
 			}
 		}
-		code = "upstream_rejected"
+		code = upstreamCode(res.status, msg)
 	}
 	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: msg})
 	v.Action = validator.ActionHalt
