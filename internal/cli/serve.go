@@ -35,6 +35,9 @@ type serveConfig struct {
 		TokenFile string `yaml:"token_file"`
 	} `yaml:"auth"`
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// AllowManagement lets Ollama's pull, push, copy, delete and create
+	// through; by default they are refused.
+	AllowManagement bool `yaml:"allow_management"`
 	// Incidents configures the incident log (see observe.go).
 	Incidents incidentsConfig `yaml:"incidents"`
 	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
@@ -154,7 +157,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return err
 	}
 	defer obs.Close()
-	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus}
+	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement}
 
 	pol, err := servePolicy(cfg, policyPath)
 	if err != nil {

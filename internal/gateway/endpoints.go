@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
 )
 
 // serveModels lists the models of every upstream: the configured names,
@@ -44,12 +43,12 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 
 // serveUnsupported answers the OpenAI endpoints Aegis does not serve.
 func (g *Gateway) serveUnsupported(w http.ResponseWriter, r *http.Request) {
-	msg := "no such endpoint: " + r.URL.Path + "; Aegis serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models"
+	msg, code := "no such endpoint: "+r.URL.Path+"; Aegis serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models", "not_found"
 	if strings.HasPrefix(r.URL.Path, "/v1/responses") {
-		msg = "the Responses API is not served: Aegis checks /v1/chat/completions and /v1/completions (point the client's chat model at those)"
+		msg, code = "the Responses API is not served: Aegis checks /v1/chat/completions and /v1/completions (point the client's chat model at those)", "unsupported_endpoint"
 	}
 	markFinal(w.Header())
-	writeError(w, http.StatusNotFound, apiError{Message: msg, Type: "invalid_request_error", Code: "unsupported_endpoint"}, nil)
+	writeError(w, http.StatusNotFound, apiError{Message: msg, Type: "invalid_request_error", Code: code}, nil)
 }
 
 // modelList returns the model objects of every upstream: the configured
