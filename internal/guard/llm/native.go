@@ -116,6 +116,9 @@ func passAnswer(n native, s Subject, word string) string {
 func (c *Client) nativeOllama(ctx context.Context, n native, s Subject) (*Result, error) {
 	pr := n.render(s)
 	_, limit := n.grammar(s)
+	// The bound is in bytes; a real guard's answer is a few tokens and
+	// ends with its end-of-turn token, so a free answer is cut short.
+	limit = min(limit, ollamaAnswerTokens)
 	var out struct {
 		Response        string `json:"response"`
 		PromptEvalCount int    `json:"prompt_eval_count"`
@@ -139,6 +142,9 @@ func (c *Client) nativeOllama(ctx context.Context, n native, s Subject) (*Result
 	}
 	return res, nil
 }
+
+// ollamaAnswerTokens caps a free answer on Ollama.
+const ollamaAnswerTokens = 32
 
 // parseLeading parses the longest run of leading lines of an unconstrained
 // answer that is a whole answer (the model may go on after it).

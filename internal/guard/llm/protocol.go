@@ -194,7 +194,8 @@ func describe(n native, a Answer) string {
 	return strings.Join(parts, ", ")
 }
 
-// splitList splits a comma-separated category list, trimming spaces.
+// splitList splits a comma-separated category list, trimming spaces and
+// dropping repeats.
 func splitList(s string) ([]string, error) {
 	var out []string
 	for _, c := range strings.Split(s, ",") {
@@ -202,7 +203,9 @@ func splitList(s string) ([]string, error) {
 		if c == "" {
 			return nil, fmt.Errorf("empty category in %q", s)
 		}
-		out = append(out, c)
+		if !isIn(c, out) {
+			out = append(out, c)
+		}
 	}
 	return out, nil
 }

@@ -367,7 +367,8 @@ func shieldSelected(s Subject) []string {
 	return s.Policies
 }
 
-func (shieldGemma) render(s Subject) Prompt {
+// shieldGuideline is the policy text of s: one starred line per policy.
+func shieldGuideline(s Subject) string {
 	var pol []string
 	for _, key := range shieldSelected(s) {
 		for _, p := range shieldPolicies {
@@ -381,6 +382,10 @@ func (shieldGemma) render(s Subject) Prompt {
 			pol = append(pol, "* \""+p.title+"\": "+lead+p.rest)
 		}
 	}
+	return strings.Join(pol, "\n")
+}
+
+func (shieldGemma) render(s Subject) Prompt {
 	var b strings.Builder
 	subject := "human question"
 	if s.Mode == ModeResponse {
@@ -392,7 +397,7 @@ func (shieldGemma) render(s Subject) Prompt {
 		b.WriteString("<start_of_turn>\nHuman Question: ")
 	}
 	b.WriteString(strings.TrimSpace(s.Text))
-	suffix := "\n<end_of_turn>\n\nOur safety principle is defined in the below:\n\n" + strings.Join(pol, "\n") +
+	suffix := "\n<end_of_turn>\n\nOur safety principle is defined in the below:\n\n" + shieldGuideline(s) +
 		"\n\n===\n\nDoes the " + subject + " violate the above principle? Your answer must start with\n'Yes' or 'No'. And then walk through step by step to be sure we answer\ncorrectly.\n\n"
 	return Prompt{Prefix: b.String(), Suffix: suffix}
 }

@@ -90,7 +90,7 @@ func TestValidatorEndToEnd(t *testing.T) {
 	t.Logf("findings %+v settled %d/%d", fs, g.Settled(), len(story))
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -104,6 +104,13 @@ func freePort(t *testing.T) int {
 // and returns its URL and process; it is killed at cleanup.
 func startLlama(t *testing.T, env *testbed.Env) (string, *exec.Cmd) {
 	t.Helper()
+	return startLlamaModel(t, env, env.Model, false)
+}
+
+// startLlamaModel starts a private llama-server on model, on the CPU or
+// on Vulkan0; it is killed at cleanup.
+func startLlamaModel(t testing.TB, env *testbed.Env, model string, vulkan bool) (string, *exec.Cmd) {
+	t.Helper()
 	bin := env.LlamaServer
 	if bin == "" {
 		bin = "/var/cache/aegis-testbed/bin/llama-server"
@@ -115,8 +122,16 @@ func startLlama(t *testing.T, env *testbed.Env) (string, *exec.Cmd) {
 		t.Skipf("llama-server binary: %v", err)
 	}
 	port := freePort(t)
-	cmd := exec.Command(bin, "-m", env.Model, "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"-dev", "none", "-c", "1024", "-np", "1", "-t", "1", "--no-webui")
+	// A guard server judges whole conversations: an assistant message last
+	// is the judged answer, not a prefill to continue.
+	args := []string{"-m", model, "--host", "127.0.0.1", "--port", fmt.Sprint(port), "-c", "4096", "-np", "1", "-t", "1",
+		"--no-webui", "--no-prefill-assistant"}
+	cmd := exec.Command(bin, append(args, "-dev", "none")...)
+	cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES=")
+	if vulkan {
+		cmd = exec.Command(bin, append(args, "-dev", "Vulkan0", "-ngl", "99")...)
+		cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES=0")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
