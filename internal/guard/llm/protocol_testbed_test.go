@@ -32,7 +32,9 @@ var synthModels = []struct {
 	{p: ProtocolLlamaGuard, name: "Llama Guard 3 1B", base: "Llama-Guard-3", tmpl: "llama-guard-3-1b.jinja"},
 	{p: ProtocolQwen3Guard, name: "Qwen3Guard Gen 0.6B", base: "Qwen3Guard-Gen", tmpl: "qwen3guard-gen.jinja"},
 	{p: ProtocolGraniteGuardian, name: "Granite Guardian 3.2 5b", base: "granite-guardian-3.2", tmpl: "granite-guardian-3.jinja",
-		kwargs: func(s Subject) map[string]any { return map[string]any{"guardian_config": map[string]any{"risk_name": graniteRisk(s)}} }},
+		kwargs: func(s Subject) map[string]any {
+			return map[string]any{"guardian_config": map[string]any{"risk_name": graniteRisk(s)}}
+		}},
 	{p: ProtocolShieldGemma, name: "Shieldgemma 2b", base: "shieldgemma", tmpl: "shieldgemma.jinja",
 		kwargs: func(s Subject) map[string]any { return map[string]any{"guideline": shieldGuideline(s)} }},
 	// A general instruct model keeps the generic verdict prompt.
