@@ -8,6 +8,11 @@ import (
 	"testing"
 )
 
+// measuringLock is the lock file Measuring takes. Tests of this package
+// point it at a file of their own, so they do not wait for the measuring
+// tests of other test binaries that run at the same time.
+var measuringLock = filepath.Join(os.TempDir(), "aegis-testbed-measuring.lock")
+
 // Measuring makes the calling test the only measuring test on this
 // machine until it ends. go test runs several packages' test binaries at
 // once, and on a 2-core machine a llama-bench run in one package starves
@@ -18,7 +23,7 @@ import (
 // directory, taken blocking and released when the test's cleanup runs.
 func Measuring(t testing.TB) {
 	t.Helper()
-	path := filepath.Join(os.TempDir(), "aegis-testbed-measuring.lock")
+	path := measuringLock
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("testbed: measuring lock: %v", err)

@@ -45,13 +45,19 @@ func TestLoad(t *testing.T) {
 
 // TestMeasuringExcludes checks that a second holder waits for the first.
 func TestMeasuringExcludes(t *testing.T) {
+	// A lock file of this test's own: the machine-wide one is held for
+	// minutes at a time by the measuring tests of other packages running
+	// at once, which would make this test's wait measure them instead.
+	old := measuringLock
+	measuringLock = filepath.Join(t.TempDir(), "measuring.lock")
+	t.Cleanup(func() { measuringLock = old })
 	released := make(chan struct{})
 	got := make(chan struct{})
 	t.Run("first", func(t *testing.T) {
 		Measuring(t)
 		go func() {
 			// A separate file description contends like another process.
-			f, err := os.OpenFile(filepath.Join(os.TempDir(), "aegis-testbed-measuring.lock"), os.O_RDWR, 0)
+			f, err := os.OpenFile(measuringLock, os.O_RDWR, 0)
 			if err != nil {
 				t.Error(err)
 				close(got)
