@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/auth"
 	"github.com/aegis-sentinel/aegis/internal/dashboard"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/logging"
@@ -95,11 +96,14 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 }
 
 // Handler serves /metrics and /ui beside api, which gets everything else.
-func (o *observability) Handler(api http.Handler) http.Handler {
+// With a token set, /metrics and every dashboard page and feed require it
+// too (a bearer header, or the dashboard's sign-in cookie).
+func (o *observability) Handler(api http.Handler, token string) http.Handler {
+	gate := &auth.Gate{Token: token}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", o.Metrics.Handler())
-	mux.Handle("/ui", o.Dashboard)
-	mux.Handle("/ui/", o.Dashboard)
+	mux.Handle("GET /metrics", gate.Protect(o.Metrics.Handler()))
+	mux.Handle("/ui", gate.Protect(o.Dashboard))
+	mux.Handle("/ui/", gate.Protect(o.Dashboard))
 	mux.Handle("/", api)
 	return mux
 }

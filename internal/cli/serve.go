@@ -38,6 +38,10 @@ type serveConfig struct {
 	// AllowManagement lets Ollama's pull, push, copy, delete and create
 	// through; by default they are refused.
 	AllowManagement bool `yaml:"allow_management"`
+	// MaxConcurrentStreams caps generating requests in flight (503 past it).
+	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
+	// MaxResponseBytes caps the output one response may hold.
+	MaxResponseBytes int `yaml:"max_response_bytes"`
 	// Incidents configures the incident log (see observe.go).
 	Incidents incidentsConfig `yaml:"incidents"`
 	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
@@ -75,6 +79,7 @@ func init() {
 		var (
 			listen, upURL, kind, configPath, policyPath, tokenFile string
 			maxBody                                                int64
+			maxStreams                                             int
 			incidentsPath, logFormat                               string
 			guardFlagVals                                          guardServerConfig
 		)
@@ -119,6 +124,9 @@ terminal; outputs only when the policy sets log_text).`,
 				if maxBody == 0 {
 					maxBody = cfg.MaxBodyBytes
 				}
+				if cmd.Flags().Changed("max-concurrent-streams") {
+					cfg.MaxConcurrentStreams = maxStreams
+				}
 				if incidentsPath != "" {
 					cfg.Incidents.Path = incidentsPath
 				}
@@ -137,6 +145,7 @@ terminal; outputs only when the policy sets log_text).`,
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
+		f.IntVar(&maxStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "generating requests served at once; more are answered 503")
 		f.StringVar(&incidentsPath, "incidents", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		guardFlags(c, &guardFlagVals)
@@ -157,7 +166,8 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return err
 	}
 	defer obs.Close()
-	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement}
+	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
+		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes}
 
 	pol, err := servePolicy(cfg, policyPath)
 	if err != nil {
@@ -232,7 +242,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: obs.Handler(g), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+	srv := gateway.NewServer(obs.Handler(g, g.AuthToken), logger)
 	auth := "no auth"
 	if g.AuthToken != "" {
 		auth = "bearer token required"

@@ -126,7 +126,7 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 	d.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	d.mux.HandleFunc("GET /ui/events", d.serveEvents)
 	d.mux.HandleFunc("GET /ui/api/incidents", d.serveIncidents)
-	d.mux.Handle("GET /ui/", files)
+	d.mux.Handle("GET /ui/", staticFiles(files))
 	return d
 }
 
@@ -145,6 +145,19 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	d.mux.ServeHTTP(w, r)
+}
+
+// staticFiles answers 404, not 500, for paths no embedded file can have
+// (invalid UTF-8 such as overlong-encoded dots, NUL bytes).
+func staticFiles(files http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.Trim(strings.TrimPrefix(r.URL.Path, "/ui/"), "/")
+		if name != "" && !fs.ValidPath(name) || strings.ContainsRune(name, 0) {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 func loopbackPeer(addr string) bool {

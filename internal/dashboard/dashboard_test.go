@@ -60,6 +60,8 @@ func TestRoutesAndHostCheck(t *testing.T) {
 		{"bad limit", "127.0.0.1", "/ui/api/incidents?limit=x", 400, "application/json", ""},
 		{"bad reason", "127.0.0.1", "/ui/api/incidents?reason=nope", 400, "application/json", ""},
 		{"missing asset", "127.0.0.1", "/ui/nope.js", 404, "", ""},
+		{"overlong-encoded dots", "127.0.0.1", "/ui/%c0%ae%c0%ae/%c0%ae%c0%ae/etc/passwd", 404, "", ""},
+		{"NUL in path", "127.0.0.1", "/ui/app.js%00", 404, "", ""},
 		{"dns rebinding refused", "evil.example:8088", "/ui/", 403, "", ""},
 		{"remote peer refused", "10.0.0.5:8088", "/ui/", 403, "", "10.0.0.9:5000"},
 		{"ipv6 loopback peer", "[::1]:8088", "/ui/", 200, "text/html", "[::1]:5000"},

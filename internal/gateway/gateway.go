@@ -3,13 +3,14 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"log"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/auth"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
@@ -94,6 +95,23 @@ type Gateway struct {
 	// (no stall check enabled): the longest wait for the next chunk.
 	// Zero means DefaultIdleTimeout; negative disables it.
 	IdleTimeout time.Duration
+
+	// BodyReadTimeout bounds reading one request body; zero means
+	// DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// ClientWriteTimeout bounds one write to a client that does not read;
+	// zero means DefaultClientWriteTimeout.
+	ClientWriteTimeout time.Duration
+	// MaxConcurrentStreams caps the generating requests in flight (503
+	// past it); zero means DefaultMaxConcurrentStreams.
+	MaxConcurrentStreams int
+	// MaxResponseBytes caps the output text one response may hold; past
+	// it the response halts with length_exceeded. Zero means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int
+
+	streamsOnce sync.Once
+	streams     chan struct{}
 
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
@@ -238,12 +256,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) authorized(r *http.Request) bool {
-	h := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(g.AuthToken)) == 1
+	return auth.BearerOK(r.Header.Get("Authorization"), g.AuthToken)
 }
 
 // newRequestID returns a random request id.

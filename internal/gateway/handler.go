@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -21,7 +22,15 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 		writeError(w, http.StatusMethodNotAllowed, apiError{Message: route.String() + " takes POST", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
 		return
 	}
-	x := &exchange{g: g, w: w, r: r, route: route, id: newRequestID(), start: g.now()}
+	if !g.acquireStream() {
+		busy(w, cap(g.streams))
+		return
+	}
+	defer g.releaseStream()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	r = r.WithContext(ctx)
+	x := &exchange{g: g, w: w, r: r, route: route, id: newRequestID(), start: g.now(), cancel: cancel}
 	x.logText = g.policy().LogText
 	w.Header().Set(HeaderRequestID, x.id)
 
@@ -184,6 +193,7 @@ type exchange struct {
 	stream  bool
 	up      *upstream.Upstream
 	logText bool
+	cancel  context.CancelFunc // ends the request (the client stopped reading)
 
 	attempts     int
 	stallRetried bool

@@ -86,11 +86,7 @@ func (x *exchange) flush() {
 	if len(x.out) == 0 {
 		return
 	}
-	x.w.Write(x.out)
-	x.out = x.out[:0]
-	if f, ok := x.w.(http.Flusher); ok {
-		f.Flush()
-	}
+	x.writeOut()
 }
 
 func (x *exchange) meta(v validator.Verdict) *meta {

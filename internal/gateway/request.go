@@ -15,6 +15,13 @@ import (
 // nesting depth before any decoding, so a hostile body costs at most a
 // linear scan.
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
+	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
+		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Type %q is not accepted: send the body as application/json", ct)
+	}
+	return g.withReadDeadline(w, func() ([]byte, int, error) { return g.readJSON(w, r) })
+}
+
+func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody()))
 	if err != nil {
 		var mbe *http.MaxBytesError

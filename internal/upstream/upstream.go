@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -86,7 +88,7 @@ type Upstream struct {
 	// APIKey, when set, is sent as a bearer token.
 	APIKey string
 	// Resends is how many times a request that met a closed connection
-	// before any response byte is sent again. Zero means 2.
+	// before any response byte is sent again. Zero means 1.
 	Resends int
 }
 
@@ -144,21 +146,21 @@ func (u *Upstream) Endpoint(path string) string {
 }
 
 // Post sends body to path and returns the response once its headers have
-// arrived. A request whose connection failed before any response byte
-// (a pooled keep-alive connection the server had closed, a reset) is sent
-// again, up to Resends times, so the caller never sees such an error.
-// Two layers do this: the transport's own replay of idempotent requests
-// (enabled by marking the POST idempotent with a nil Idempotency-Key
-// header, which is not sent on the wire) and a loop here for the errors
-// the transport does not replay.
+// arrived. A request whose connection failed before any byte of a
+// response arrived (a pooled keep-alive connection the server had closed,
+// a reset) is sent again once at most, so the caller rarely sees such an
+// error and the server never sees one request more than twice. A failure
+// after the first response byte is never resent.
 func (u *Upstream) Post(ctx context.Context, path string, body []byte, hdr http.Header) (*http.Response, error) {
 	resends := u.Resends
 	if resends == 0 {
-		resends = 2
+		resends = 1
 	}
 	var lastErr error
 	for try := 0; try <= resends; try++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Endpoint(path), bytes.NewReader(body))
+		var gotByte atomic.Bool
+		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { gotByte.Store(true) }})
+		req, err := http.NewRequestWithContext(tctx, http.MethodPost, u.Endpoint(path), bytes.NewReader(body))
 		if err != nil {
 			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 		}
@@ -169,13 +171,12 @@ func (u *Upstream) Post(ctx context.Context, path string, body []byte, hdr http.
 		if u.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+u.APIKey)
 		}
-		req.Header["Idempotency-Key"] = nil
 		resp, err := u.client().Do(req)
 		if err == nil {
 			return resp, nil
 		}
 		lastErr = err
-		if ctx.Err() != nil || !Resendable(err) {
+		if ctx.Err() != nil || gotByte.Load() || !Resendable(err) {
 			break
 		}
 	}

@@ -214,3 +214,50 @@ func TestTestbedKeepAliveMax(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestPostResendsAtMostOnce: a server that reads the request and closes
+// without a response byte gets the POST twice, never three times; one
+// that sent part of its headers first gets it once.
+func TestPostResendsAtMostOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix string
+		want   int64
+	}{
+		{"closed before any byte", "", 2},
+		{"closed after a byte", "HTTP/1.1 2", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var posts atomic.Int64
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil && req.Method == http.MethodPost {
+						posts.Add(1)
+						io.WriteString(c, tc.prefix)
+					}
+					c.Close()
+				}
+			}()
+			u, err := New("fake", "http://"+ln.Addr().String(), KindLlamaServer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer u.Client.CloseIdleConnections()
+			if _, err := u.Post(context.Background(), "/v1/chat/completions", []byte(`{}`), nil); err == nil {
+				t.Fatal("want an error")
+			}
+			if got := posts.Load(); got != tc.want {
+				t.Fatalf("the upstream got %d POSTs; want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// The HTTP server's timeouts, chosen for a gateway whose responses stream
+// for minutes:
+//
+//   - ReadHeaderTimeout bounds the request line and headers, so a
+//     slowloris client cannot hold a connection by trickling them.
+//   - BodyReadTimeout (per request, set by the handler) bounds reading the
+//     request body, so a body trickled a byte at a time cannot either.
+//     http.Server.ReadTimeout is not used: it would also cut the
+//     connection's read side while a long response streams.
+//   - IdleTimeout bounds a keep-alive connection waiting for its next
+//     request.
+//   - There is no overall WriteTimeout (a long generation is legitimate);
+//     instead each write to the client must complete within
+//     ClientWriteTimeout, so a client that stops reading is dropped once
+//     its connection's buffers stay full that long.
+const (
+	ReadHeaderTimeout         = 10 * time.Second
+	DefaultBodyReadTimeout    = 30 * time.Second
+	ServerIdleTimeout         = 90 * time.Second
+	DefaultClientWriteTimeout = 60 * time.Second
+)
+
+// DefaultMaxConcurrentStreams is the default limit on generating requests
+// in flight; past it a request is answered 503 at once.
+const DefaultMaxConcurrentStreams = 256
+
+// DefaultMaxResponseBytes bounds the output text one response may hold
+// (far above any model's context); past it the response is halted with
+// length_exceeded.
+const DefaultMaxResponseBytes = 8 << 20
+
+// NewServer returns the http.Server for h with the timeouts above.
+func NewServer(h http.Handler, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       ServerIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          errorLog,
+	}
+}
+
+func (g *Gateway) bodyReadTimeout() time.Duration {
+	if g.BodyReadTimeout > 0 {
+		return g.BodyReadTimeout
+	}
+	return DefaultBodyReadTimeout
+}
+
+func (g *Gateway) clientWriteTimeout() time.Duration {
+	if g.ClientWriteTimeout > 0 {
+		return g.ClientWriteTimeout
+	}
+	return DefaultClientWriteTimeout
+}
+
+func (g *Gateway) maxResponse() int {
+	if g.MaxResponseBytes > 0 {
+		return g.MaxResponseBytes
+	}
+	return DefaultMaxResponseBytes
+}
+
+// acquireStream takes a slot for a generating request; it reports false
+// when MaxConcurrentStreams are already in flight.
+func (g *Gateway) acquireStream() bool {
+	g.streamsOnce.Do(func() {
+		n := g.MaxConcurrentStreams
+		if n <= 0 {
+			n = DefaultMaxConcurrentStreams
+		}
+		g.streams = make(chan struct{}, n)
+	})
+	select {
+	case g.streams <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *Gateway) releaseStream() { <-g.streams }
+
+// busy answers a request refused because every stream slot is taken.
+func busy(w http.ResponseWriter, limit int) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, apiError{
+		Message: fmt.Sprintf("aegis is serving its limit of %d concurrent requests (max_concurrent_streams); retry shortly", limit),
+		Type:    "aegis_unavailable", Code: "aegis_overloaded"}, nil)
+}
+
+// jsonContentType reports whether a request's Content-Type may carry a
+// JSON body: absent, application/json, or a +json type.
+func jsonContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// withReadDeadline reads the body under the body read timeout, then
+// lifts the deadline so the connection can notice a client that leaves
+// while the response streams.
+func (g *Gateway) withReadDeadline(w http.ResponseWriter, read func() ([]byte, int, error)) ([]byte, int, error) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(g.bodyReadTimeout())) != nil {
+		return read() // not a net/http connection (tests, wrappers)
+	}
+	b, status, err := read()
+	if err != nil {
+		// Keep the deadline: the server must not wait for the rest of the
+		// body before answering, and the connection is not reused.
+		w.Header().Set("Connection", "close")
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, http.StatusRequestTimeout, fmt.Errorf("request body not received within %s", g.bodyReadTimeout())
+		}
+		return b, status, err
+	}
+	rc.SetReadDeadline(time.Time{})
+	return b, status, nil
+}
+
+// writeDeadline bounds one write to the client; the returned func lifts
+// it again (the next request on the connection must not inherit it).
+func (x *exchange) writeDeadline() func() {
+	rc := http.NewResponseController(x.w)
+	if rc.SetWriteDeadline(time.Now().Add(x.g.clientWriteTimeout())) != nil {
+		return func() {}
+	}
+	return func() { rc.SetWriteDeadline(time.Time{}) }
+}
+
+// writeOut sends the buffered output to the client within the client
+// write timeout. A failed write (the client left, or read nothing for
+// that long) ends the request: its context is cancelled, which stops the
+// upstream generation.
+func (x *exchange) writeOut() {
+	defer x.writeDeadline()()
+	_, err := x.w.Write(x.out)
+	x.out = x.out[:0]
+	if err == nil {
+		if err = http.NewResponseController(x.w).Flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	if err != nil && x.cancel != nil {
+		x.cancel()
+	}
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+)
+
+const chatBody = `{"messages":[{"role":"user","content":"x"}]}`
+
+func TestAuthorizationHeaderForms(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("ok"), finishChunk)) })
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, AuthToken: "s3cret"})
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{"Bearer s3cret", 200},
+		{"bearer s3cret", 200},
+		{"BEARER s3cret", 200},
+		{"Bearer  s3cret", 401},
+		{"Bearer\ts3cret", 401},
+		{"Basic s3cret", 401},
+		{"Bearer s3cre", 401},
+	} {
+		t.Run(tc.header, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+			req.Header.Set("Authorization", tc.header)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readAllBody(t, resp)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%q: %d, want %d", tc.header, resp.StatusCode, tc.want)
+			}
+		})
+	}
+}
+
+func TestContentTypeMustBeJSON(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("ok"), finishChunk)) })
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	for _, tc := range []struct {
+		ct   string
+		want int
+	}{
+		{"application/json", 200},
+		{"application/json; charset=utf-8", 200},
+		{"Application/JSON", 200},
+		{"application/vnd.api+json", 200},
+		{"", 200},
+		{"text/plain", 415},
+		{"application/x-www-form-urlencoded", 415},
+		{"multipart/form-data; boundary=x", 415},
+		{"application/json; charset", 415},
+	} {
+		t.Run(tc.ct, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+			if tc.ct != "" {
+				req.Header.Set("Content-Type", tc.ct)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := readAllBody(t, resp)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("%q: %d %s, want %d", tc.ct, resp.StatusCode, b, tc.want)
+			}
+			if tc.want == 415 && !strings.Contains(string(b), "application/json") {
+				t.Fatalf("unclear refusal: %s", b)
+			}
+		})
+	}
+}
+
+// TestMaxConcurrentStreams: with the only slot held by a stream the
+// upstream has not answered, the next request gets 503 at once.
+func TestMaxConcurrentStreams(t *testing.T) {
+	arrived, unblock := make(chan struct{}), make(chan struct{})
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-unblock
+		w.Write(sseBody(chatChunk("ok"), finishChunk))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, MaxConcurrentStreams: 1})
+	first := make(chan int)
+	go func() {
+		resp := post(t, srv.URL+"/v1/chat/completions", chatBody)
+		readAllBody(t, resp)
+		first <- resp.StatusCode
+	}()
+	<-arrived
+	resp := post(t, srv.URL+"/v1/chat/completions", chatBody)
+	b := readAllBody(t, resp)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "max_concurrent_streams") {
+		t.Fatalf("second request: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	close(unblock)
+	if s := <-first; s != 200 {
+		t.Fatalf("first request: %d", s)
+	}
+	// The slot is free again.
+	arrived2 := make(chan struct{}, 1)
+	go func() { <-arrived; arrived2 <- struct{}{} }()
+	resp = post(t, srv.URL+"/v1/chat/completions", chatBody)
+	readAllBody(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after release: %d", resp.StatusCode)
+	}
+}
+
+// TestSlowBodyTimesOut: a client that sends its headers and then trickles
+// the body is answered 408 once the body read timeout passes, and its
+// connection is closed.
+func TestSlowBodyTimesOut(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("ok"), finishChunk)) })
+	g := &Gateway{Upstreams: []*upstream.Upstream{up}, BodyReadTimeout: 200 * time.Millisecond}
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config = NewServer(g, nil)
+	srv.Start()
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Headers promise 100 bytes; only one arrives. The test waits on the
+	// server's answer, not on a clock.
+	c.Write([]byte("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := readAllBody(t, resp)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "request body not received") {
+		t.Fatalf("got %d %s", resp.StatusCode, b)
+	}
+}
