@@ -200,6 +200,10 @@ func (x *exchange) attempt(n int, body []byte) result {
 		if err := x.route.parse(p, &c); err != nil {
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, err)}
 		}
+		if v, over := x.overCap(&c, n); over {
+			cancel()
+			return result{kind: resFail, verdict: v}
+		}
 		if c.errMsg != "" {
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, errors.New("upstream error in stream: "+c.errMsg))}
 		}

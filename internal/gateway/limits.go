@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // The HTTP server's timeouts, chosen for a gateway whose responses stream
@@ -160,4 +162,18 @@ func (x *exchange) writeOut() {
 	if err != nil && x.cancel != nil {
 		x.cancel()
 	}
+}
+
+// overCap reports whether the chunk c would take the response past
+// MaxResponseBytes, with the verdict that halts it: a retry would only
+// produce as much again.
+func (x *exchange) overCap(c *chunk, n int) (validator.Verdict, bool) {
+	limit := x.g.maxResponse()
+	if len(x.text)+len(c.text) <= limit {
+		return validator.Verdict{}, false
+	}
+	f := validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.text), End: len(x.text),
+		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}
+	return validator.Verdict{Verdict: validator.Fail, Risk: validator.RiskMedium, Reason: f.Reason, Action: validator.ActionHalt,
+		Findings: []validator.Finding{f}}, true
 }

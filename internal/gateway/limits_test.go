@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +144,28 @@ func TestSlowBodyTimesOut(t *testing.T) {
 	b := readAllBody(t, resp)
 	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "request body not received") {
 		t.Fatalf("got %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestMaxResponseBytes: an upstream that sends more than the cap gets the
+// response halted with length_exceeded, and no retry asks for it again.
+func TestMaxResponseBytes(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Write(sseBody(chatChunk("12345678"), chatChunk("12345678"), chatChunk("12345678"), finishChunk))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, MaxResponseBytes: 20})
+	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
+	if s.errEv == nil || !strings.Contains(string(s.errEv["error"]), "aegis_length_exceeded") || !strings.Contains(string(s.errEv["error"]), "max_response_bytes") {
+		t.Fatalf("no clear error: %q", s.events)
+	}
+	if len(s.content) > 20 || calls.Load() != 1 {
+		t.Fatalf("client got %d bytes over %d upstream calls", len(s.content), calls.Load())
+	}
+	resp := post(t, srv.URL+"/v1/chat/completions", chatBody)
+	b := readAllBody(t, resp)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "max_response_bytes") {
+		t.Fatalf("non-streaming: %d %s", resp.StatusCode, b)
 	}
 }
