@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 const chatBody = `{"messages":[{"role":"user","content":"x"}]}`
@@ -165,7 +166,7 @@ func TestMaxResponseBytes(t *testing.T) {
 	}
 	resp := post(t, srv.URL+"/v1/chat/completions", chatBody)
 	b := readAllBody(t, resp)
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "max_response_bytes") {
+	if resp.StatusCode != HaltStatus(validator.ReasonLengthExceeded, validator.ActionHalt) || !strings.Contains(string(b), "max_response_bytes") {
 		t.Fatalf("non-streaming: %d %s", resp.StatusCode, b)
 	}
 }
