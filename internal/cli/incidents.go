@@ -32,7 +32,7 @@ func init() {
 			Long: `List the incident log: every hidden retry and every halt that aegis serve decided,
 newest first, with the request id, upstream, reason, action and findings.
 
-The log is the SQLite file aegis serve writes (--incidents there, --db here). By default
+The log is the SQLite file aegis serve writes (--incidents-db, the same flag for both). By default
 both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
 (~/.local/state/aegis/incidents.db), so they find each other from any directory.
 Several gateways share one log in PostgreSQL: give the same postgres:// URL to both
@@ -66,7 +66,7 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 					return usagef("unknown kind %q (want retry or halt)", kind)
 				}
 				if gw != "" && !store.IsPostgres(db) {
-					return usagef("--gateway needs a shared PostgreSQL log (--db postgres://...)")
+					return usagef("--gateway needs a shared PostgreSQL log (--incidents-db postgres://...)")
 				}
 				st, err := openIncidents(db)
 				if err != nil {
@@ -94,7 +94,9 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 			},
 		}
 		fl := cmd.PersistentFlags()
-		fl.StringVar(&db, "db", "", "incident log file or postgres:// URL (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db)")
+		fl.StringVar(&db, "incidents-db", "", "incident log file or postgres:// URL, as for aegis serve (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db)")
+		fl.StringVar(&db, "db", "", "the former name of --incidents-db")
+		fl.MarkHidden("db")
 		cmd.Flags().StringVar(&gw, "gateway", "", "only incidents recorded by this gateway (PostgreSQL log)")
 		cmd.Flags().StringVar(&since, "since", "", "only incidents newer than a duration (30m, 1h, 7d) or an RFC 3339 time")
 		cmd.Flags().StringVar(&reason, "reason", "", "only incidents with this reason code (repetition_loop, invalid_json, ...)")
@@ -158,7 +160,7 @@ func openIncidents(path string) (store.Log, error) {
 		return store.OpenPostgres(context.Background(), path, store.Options{})
 	}
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no incident log at %s (aegis serve writes it; name another with --db)", path)
+		return nil, fmt.Errorf("no incident log at %s (aegis serve writes it; name another with --incidents-db)", path)
 	}
 	return store.Open(path, store.Options{})
 }

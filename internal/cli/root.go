@@ -77,6 +77,8 @@ repaired, and stops what must be stopped, with a stable error code.`,
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.CompletionOptions.HiddenDefaultCmd = true
+	root.Version = buildVersion().line() // aegis --version, as aegis version prints it
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr(fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
 	})

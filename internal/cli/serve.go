@@ -81,6 +81,8 @@ func init() {
 			maxBody                                                int64
 			maxStreams                                             int
 			incidentsPath, logFormat                               string
+			host                                                   string
+			port                                                   int
 			guardFlagVals                                          guardServerConfig
 		)
 		c := &cobra.Command{
@@ -97,11 +99,30 @@ GET /v1/models, GET /health, and Ollama's POST /api/chat and /api/generate in fr
 A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.
 
 The same listener serves Prometheus metrics at /metrics and the live dashboard at /ui.
-Every hidden retry and halt goes to the incident log (--incidents; read it with
+Every hidden retry and halt goes to the incident log (--incidents-db; read it with
 aegis incidents), and each request is logged on one line (JSON unless stderr is a
-terminal; outputs only when the policy sets log_text).`,
+terminal; outputs only when the policy sets log_text).
+
+The upstream may be written host:port or as an OpenAI base URL ending in /v1; Aegis
+starts even while it is down and detects its kind when it first answers. Every flag
+can also be set in the environment as AEGIS_ and its name in capitals, dashes as
+underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, ...
+(the command line wins).`,
 			Args: noArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := flagsFromEnv(cmd.Flags()); err != nil {
+					return usageErr(err)
+				}
+				if cmd.Flags().Changed("incidents") {
+					fmt.Fprintln(stdio.Err, "aegis serve: --incidents is now --incidents-db (the same flag as for aegis incidents)")
+				}
+				if cmd.Flags().Changed("host") || cmd.Flags().Changed("port") {
+					var err error
+					if listen, err = hostPort(listen, host, port); err != nil {
+						return usageErr(err)
+					}
+					cmd.Flags().Set("listen", listen)
+				}
 				cfg := &serveConfig{}
 				if configPath != "" {
 					var err error
@@ -139,14 +160,18 @@ terminal; outputs only when the policy sets log_text).`,
 		}
 		f := c.Flags()
 		f.StringVar(&listen, "listen", "127.0.0.1:8088", "address to listen on (loopback unless you mean otherwise)")
-		f.StringVar(&upURL, "upstream", "", "base URL of the model server, such as http://127.0.0.1:8080")
+		f.StringVar(&host, "host", "", "host or address to listen on, with the port of --listen or --port")
+		f.IntVar(&port, "port", 0, "port to listen on, with the host of --listen or --host")
+		f.StringVar(&upURL, "upstream", "", "base URL of the model server, such as http://127.0.0.1:8080 (host:port and .../v1 work too)")
 		f.StringVar(&kind, "kind", "", "upstream kind: llama-server, ollama or openai (default: detect)")
 		f.StringVar(&configPath, "config", "", "YAML config: listen, upstreams [{name, url, kind, models}], default, policy, auth")
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
 		f.IntVar(&maxStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "generating requests served at once; more are answered 503")
-		f.StringVar(&incidentsPath, "incidents", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
+		f.StringVar(&incidentsPath, "incidents-db", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
+		f.StringVar(&incidentsPath, "incidents", "", "the former name of --incidents-db")
+		f.MarkHidden("incidents")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		guardFlags(c, &guardFlagVals)
 		return c
@@ -198,7 +223,14 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		if err != nil {
 			return usagef("upstream %s: %v", uc.Name, err)
 		}
-		u, err := upstream.New(uc.Name, uc.URL, k)
+		base, notes, err := upstream.Normalize(uc.URL)
+		if err != nil {
+			return usagef("upstream %s: %v", uc.Name, err)
+		}
+		for _, n := range notes {
+			slogger.Warn(n)
+		}
+		u, err := upstream.New(uc.Name, base, k)
 		if err != nil {
 			return usageErr(err)
 		}
@@ -208,7 +240,8 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			u.Kind, err = upstream.Detect(dctx, u)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("upstream %s (%s): %w; pass --kind to start anyway", u.Name, uc.URL, err)
+				u.Kind = upstream.KindUnknown
+				slogger.Warn(fmt.Sprintf("upstream %s (%s) is not answering; starting anyway, its kind will be detected when it answers", u.Name, base), "error", err.Error())
 			}
 		}
 		if uc.Name == cfg.Default || def == nil && len(uc.Models) == 0 {

@@ -38,6 +38,21 @@ func buildVersion() versionInfo {
 	return v
 }
 
+// line is the one-line version: aegis v1.2.3 (commit 0123456789ab, go1.x, linux/amd64).
+func (v versionInfo) line() string {
+	commit := v.Commit
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if v.Modified {
+		commit += "+dirty"
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	return fmt.Sprintf("aegis %s (commit %s, %s, %s)", v.Version, commit, v.Go, v.Platform)
+}
+
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var asJSON bool
@@ -51,17 +66,7 @@ func init() {
 					enc := json.NewEncoder(stdio.Out)
 					return enc.Encode(v)
 				}
-				commit := v.Commit
-				if len(commit) > 12 {
-					commit = commit[:12]
-				}
-				if v.Modified {
-					commit += "+dirty"
-				}
-				if commit == "" {
-					commit = "unknown"
-				}
-				_, err := fmt.Fprintf(stdio.Out, "aegis %s (commit %s, %s, %s)\n", v.Version, commit, v.Go, v.Platform)
+				_, err := fmt.Fprintln(stdio.Out, v.line())
 				return err
 			},
 		}

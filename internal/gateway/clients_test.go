@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -218,5 +220,46 @@ func TestTestbedChoicesLogprobs(t *testing.T) {
 		if text != c.Message.Content {
 			t.Fatalf("choice %d: logprobs spell %q, content %q", i, text, c.Message.Content)
 		}
+	}
+}
+
+// TestDetectOnFirstContact: an upstream that was down when the gateway
+// started is detected when it first answers.
+func TestDetectOnFirstContact(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	up := mustUpstream(t, "later", "http://"+addr, upstream.KindUnknown)
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	get := func() string {
+		resp, err := http.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(readAllBody(t, resp))
+	}
+	if got := get(); got != "Aegis is running" {
+		t.Fatalf("while down: %q", got)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	ol := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/version" {
+			w.Write([]byte(`{"version":"0.6.5"}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	ol.Listener.Close()
+	ol.Listener = ln
+	ol.Start()
+	defer ol.Close()
+	if got := get(); got != "Ollama is running" {
+		t.Fatalf("once up: %q", got)
 	}
 }

@@ -116,6 +116,8 @@ type Gateway struct {
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 
+	kinds kinds // detection of upstreams down at start (detect.go)
+
 	// ErrorLog receives operational errors (never prompts or outputs
 	// unless the policy's log_text is set). Nil means the log package's
 	// standard logger.
@@ -213,6 +215,7 @@ func (g *Gateway) fallback(u *upstream.Upstream, model string) *upstream.Upstrea
 
 // ServeHTTP routes the API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.ensureKinds(r.Context())
 	if r.URL.Path == "/health" || r.URL.Path == "/v1/health" {
 		g.serveHealth(w, r)
 		return
