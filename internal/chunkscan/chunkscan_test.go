@@ -1,0 +1,321 @@
+package chunkscan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/openai"
+)
+
+// want is what a case expects Scan to find, unescaped.
+type want struct {
+	text, finish, errRaw, id, model, fp, createdAt string
+	created                                        int64
+	calls                                          int
+	done                                           bool
+}
+
+var cases = []struct {
+	name   string
+	f      Format
+	in     string
+	want   want
+	failed bool
+}{
+	{name: "llama-server role chunk", f: Chat,
+		in:   `{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}],"created":1732000000,"id":"chatcmpl-x","model":"stories","system_fingerprint":"b1-abc","object":"chat.completion.chunk"}`,
+		want: want{id: "chatcmpl-x", model: "stories", fp: "b1-abc", created: 1732000000}},
+	{name: "llama-server text chunk", f: Chat,
+		in:   `{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" Once"}}],"created":1732000000,"id":"chatcmpl-x","model":"stories","system_fingerprint":"b1-abc","object":"chat.completion.chunk"}`,
+		want: want{text: " Once", id: "chatcmpl-x", model: "stories", fp: "b1-abc", created: 1732000000}},
+	{name: "escapes and surrogates", f: Chat,
+		in:   `{"choices":[{"delta":{"content":"a\n\"b\"\\ \u00e9 \ud83d\ude00 \ud800x \/"}}]}`,
+		want: want{text: "a\n\"b\"\\ é 😀 \uFFFDx /"}},
+	{name: "invalid utf-8 becomes U+FFFD", f: Chat,
+		in:   "{\"choices\":[{\"delta\":{\"content\":\"a\xffb\"}}]}",
+		want: want{text: "a\uFFFDb"}},
+	{name: "finish chunk with usage", f: Chat,
+		in:   `{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"usage":{"completion_tokens":128,"prompt_tokens":9},"timings":{"predicted_n":128}}`,
+		want: want{finish: "stop"}},
+	{name: "tool call delta", f: Chat,
+		in:   `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":"{\"a\":"}}]}}]}`,
+		want: want{calls: 1}},
+	{name: "only choice 0 is read", f: Chat,
+		in:   `{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"},"finish_reason":"length"}]}`,
+		want: want{text: "a"}},
+	{name: "case-insensitive names", f: Chat,
+		in:   `{"Choices":[{"DELTA":{"Content":"x"}}],"ID":"i"}`,
+		want: want{text: "x", id: "i"}},
+	{name: "escaped member name", f: Chat,
+		in:   `{"choices":[{"delta":{"con\u0074ent":"x"}}]}`,
+		want: want{text: "x"}},
+	{name: "last member wins, null clears content", f: Chat,
+		in:   `{"choices":[{"delta":{"content":"a","content":null}}]}`,
+		want: want{}},
+	{name: "null keeps a string member", f: Chat,
+		in:   `{"model":"m","model":null}`,
+		want: want{model: "m"}},
+	{name: "repeated choices merge element 0", f: Chat,
+		in:   `{"choices":[{"delta":{"content":"a"}}],"choices":[{"finish_reason":"stop"}]}`,
+		want: want{text: "a", finish: "stop"}},
+	{name: "empty choices resets", f: Chat,
+		in:   `{"choices":[{"delta":{"content":"a"}}],"choices":[]}`,
+		want: want{}},
+	{name: "in-band error", f: Chat,
+		in:   `{"error":{"code":500,"message":"boom"}}`,
+		want: want{errRaw: `{"code":500,"message":"boom"}`}},
+	{name: "null error", f: Chat, in: `{"error":null}`, want: want{}},
+	{name: "top-level null", f: Chat, in: `null`, want: want{}},
+	{name: "completions text", f: Completions,
+		in:   `{"choices":[{"text":" upon","index":0,"logprobs":null,"finish_reason":null}],"id":"cmpl-1","created":1,"model":"m"}`,
+		want: want{text: " upon", id: "cmpl-1", model: "m", created: 1}},
+	{name: "completions ignores delta", f: Completions,
+		in:   `{"choices":[{"delta":{"content":"x"},"text":"y"}]}`,
+		want: want{text: "y"}},
+	{name: "ollama generate", f: Ollama,
+		in:   `{"model":"stories","created_at":"2026-11-24T16:00:00.1Z","response":" a","done":false}`,
+		want: want{text: " a", model: "stories", createdAt: "2026-11-24T16:00:00.1Z"}},
+	{name: "ollama chat", f: Ollama,
+		in:   `{"model":"stories","created_at":"t","message":{"role":"assistant","content":"hi"},"done":false}`,
+		want: want{text: "hi", model: "stories", createdAt: "t"}},
+	{name: "ollama message wins over response", f: Ollama,
+		in:   `{"response":"r","message":{"content":"m"}}`,
+		want: want{text: "m"}},
+	{name: "ollama done", f: Ollama,
+		in:   `{"model":"stories","created_at":"t","response":"","done":true,"done_reason":"stop","eval_count":12}`,
+		want: want{model: "stories", createdAt: "t", done: true, finish: "stop"}},
+	{name: "ollama tool calls", f: Ollama,
+		in:   `{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{"a":1}}},null]},"done":false}`,
+		want: want{calls: 2}},
+	{name: "ollama error", f: Ollama, in: `{"error":"model not found"}`, want: want{errRaw: "model not found"}},
+	{name: "ollama message null drops it", f: Ollama,
+		in:   `{"message":{"content":"m"},"message":null,"response":"r"}`,
+		want: want{text: "r"}},
+
+	{name: "not json", f: Chat, in: `data: {}`, failed: true},
+	{name: "empty", f: Chat, in: ``, failed: true},
+	{name: "truncated", f: Chat, in: `{"choices":[{"delta":{"content":"a`, failed: true},
+	{name: "trailing data", f: Chat, in: `{} {}`, failed: true},
+	{name: "trailing comma", f: Chat, in: `{"a":1,}`, failed: true},
+	{name: "top-level array", f: Chat, in: `[]`, failed: true},
+	{name: "content of the wrong type", f: Chat, in: `{"choices":[{"delta":{"content":5}}]}`, failed: true},
+	{name: "wrong type in another choice", f: Chat, in: `{"choices":[{},{"text":true}]}`, failed: true},
+	{name: "created not an integer", f: Chat, in: `{"created":1.5}`, failed: true},
+	{name: "created overflows", f: Chat, in: `{"created":9223372036854775808}`, failed: true},
+	{name: "tool call index a string", f: Chat, in: `{"choices":[{"delta":{"tool_calls":[{"index":"0"}]}}]}`, failed: true},
+	{name: "bad escape", f: Chat, in: `{"a":"\x"}`, failed: true},
+	{name: "control character", f: Chat, in: "{\"a\":\"\x01\"}", failed: true},
+	{name: "bad number", f: Chat, in: `{"a":01}`, failed: true},
+	{name: "ollama done a string", f: Ollama, in: `{"done":"true"}`, failed: true},
+	{name: "ollama error an object", f: Ollama, in: `{"error":{"m":1}}`, failed: true},
+	{name: "deep but within the limit", f: Chat, in: `{"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`},
+	{name: "too deep", f: Chat, in: `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, failed: true},
+}
+
+func TestScan(t *testing.T) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := []byte(tc.in)
+			var f Fields
+			err := Scan(tc.f, p, &f)
+			differential(t, tc.f, p)
+			if tc.failed {
+				if err == nil {
+					t.Fatalf("Scan accepted %q", tc.in)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := want{
+				text: str(p, f.Text), finish: str(p, f.FinishReason), id: str(p, f.ID), model: str(p, f.Model),
+				fp: str(p, f.Fingerprint), createdAt: str(p, f.CreatedAt), created: f.Created, calls: f.ToolCallCount, done: f.Done,
+			}
+			if f.Error.Present() {
+				got.errRaw = string(f.Error.Of(p))
+				if tc.f == Ollama {
+					got.errRaw = str(p, f.Error)
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func str(p []byte, sp Span) string { return string(AppendString(nil, p, sp)) }
+
+// refOpenAI and refOllama are the structs a gateway decodes chunks into
+// with encoding/json; the scanner must read every chunk as they do.
+type refOpenAI struct {
+	ID          string `json:"id"`
+	Created     int64  `json:"created"`
+	Model       string `json:"model"`
+	Fingerprint string `json:"system_fingerprint"`
+	Choices     []struct {
+		Delta struct {
+			Content   *string           `json:"content"`
+			ToolCalls []openai.ToolCall `json:"tool_calls"`
+		} `json:"delta"`
+		Text         *string `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Error json.RawMessage `json:"error"`
+}
+
+// refOpenAIRaw keeps the tool calls as the raw array, to compare spans.
+type refOpenAIRaw struct {
+	Choices []struct {
+		Delta struct {
+			ToolCalls json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+}
+
+type refOllama struct {
+	Model     string `json:"model"`
+	CreatedAt string `json:"created_at"`
+	Message   *struct {
+		Content   string            `json:"content"`
+		ToolCalls []json.RawMessage `json:"tool_calls"`
+	} `json:"message"`
+	Response   *string `json:"response"`
+	Done       bool    `json:"done"`
+	DoneReason string  `json:"done_reason"`
+	Error      string  `json:"error"`
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nullRaw(r json.RawMessage) string {
+	if string(r) == "null" {
+		return ""
+	}
+	return string(r)
+}
+
+// differential holds Scan to encoding/json's reading of p.
+func differential(t *testing.T, f Format, p []byte) {
+	t.Helper()
+	var got Fields
+	err := Scan(f, p, &got)
+	var w want
+	var wantCalls string
+	var refErr error
+	if f == Ollama {
+		var o refOllama
+		refErr = json.Unmarshal(p, &o)
+		w = want{model: o.Model, createdAt: o.CreatedAt, done: o.Done, finish: o.DoneReason, errRaw: o.Error}
+		switch {
+		case o.Message != nil:
+			w.text, w.calls = o.Message.Content, len(o.Message.ToolCalls)
+			if o.Message.ToolCalls != nil {
+				b, _ := json.Marshal(o.Message.ToolCalls)
+				wantCalls = string(b)
+			}
+		case o.Response != nil:
+			w.text = *o.Response
+		}
+	} else {
+		var o refOpenAI
+		var r refOpenAIRaw
+		refErr = json.Unmarshal(p, &o)
+		w = want{id: o.ID, model: o.Model, fp: o.Fingerprint, created: o.Created, errRaw: nullRaw(o.Error)}
+		if len(o.Choices) > 0 {
+			c := o.Choices[0]
+			w.text, w.finish, w.calls = deref(c.Delta.Content), deref(c.FinishReason), len(c.Delta.ToolCalls)
+			if f == Completions {
+				w.text = deref(c.Text)
+			}
+			if json.Unmarshal(p, &r) == nil && len(r.Choices) > 0 {
+				wantCalls = nullRaw(r.Choices[0].Delta.ToolCalls)
+			}
+		}
+	}
+	if (err == nil) != (refErr == nil) {
+		t.Fatalf("%s %q: Scan error %v, encoding/json error %v", f, p, err, refErr)
+	}
+	if err != nil {
+		return
+	}
+	g := want{text: str(p, got.Text), finish: str(p, got.FinishReason), id: str(p, got.ID), model: str(p, got.Model),
+		fp: str(p, got.Fingerprint), createdAt: str(p, got.CreatedAt), created: got.Created, calls: got.ToolCallCount, done: got.Done}
+	if got.Error.Present() {
+		g.errRaw = string(got.Error.Of(p))
+		if f == Ollama {
+			g.errRaw = str(p, got.Error)
+		}
+	}
+	if g != w {
+		t.Fatalf("%s %q:\nScan          %+v\nencoding/json %+v", f, p, g, w)
+	}
+	gotCalls := ""
+	if got.ToolCalls.Present() {
+		gotCalls = string(got.ToolCalls.Of(p))
+		if f == Ollama { // compare element by element, compacted
+			var els []json.RawMessage
+			if e := json.Unmarshal(got.ToolCalls.Of(p), &els); e != nil {
+				t.Fatalf("tool calls span %q: %v", gotCalls, e)
+			}
+			b, _ := json.Marshal(els)
+			gotCalls = string(b)
+		}
+	}
+	if gotCalls != wantCalls {
+		t.Fatalf("%s %q: tool calls %q, encoding/json %q", f, p, gotCalls, wantCalls)
+	}
+}
+
+func FuzzScan(f *testing.F) {
+	for _, tc := range cases {
+		f.Add(uint8(tc.f), []byte(tc.in))
+	}
+	f.Fuzz(func(t *testing.T, format uint8, p []byte) {
+		fm := Format(format % 3)
+		differential(t, fm, p)
+		// Unescaping appends to what the buffer held.
+		var fl Fields
+		if Scan(fm, p, &fl) == nil && fl.Text.Present() {
+			pre := []byte("pre")
+			if out := AppendString(pre, p, fl.Text); !bytes.HasPrefix(out, pre) {
+				t.Fatalf("AppendString lost the buffer's contents: %q", out)
+			}
+		}
+	})
+}
+
+// TestAppendStringAllocs: the text of a plain chunk reaches the caller's
+// buffer with no allocation, and so does a chunk with escapes.
+func TestAppendStringAllocs(t *testing.T) {
+	for _, in := range []string{cases[1].in, cases[2].in} {
+		p := []byte(in)
+		buf := make([]byte, 0, 256)
+		var f Fields
+		n := testing.AllocsPerRun(100, func() {
+			if err := Scan(Chat, p, &f); err != nil {
+				t.Fatal(err)
+			}
+			buf = AppendString(buf[:0], p, f.Text)
+		})
+		if n != 0 {
+			t.Errorf("%d allocations per chunk for %s", int(n), in)
+		}
+	}
+}
+
+func TestFormatString(t *testing.T) {
+	for f, s := range map[Format]string{Chat: "chat", Completions: "completions", Ollama: "ollama", 9: "Format(9)"} {
+		if f.String() != s {
+			t.Errorf("%d: %q", f, f.String())
+		}
+	}
+}
