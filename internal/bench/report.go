@@ -114,6 +114,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if len(rep.Devices) > 0 && rep.Devices[0].RecoveryTested {
 		fmt.Fprintln(w, "fallback/restart: kill -9 of the guard's server -> next verdict (hot CPU standby), -> the device serving again")
 	}
+	rep.writeGuardRows(w)
 	_, err := fmt.Fprintf(w, "\nrecommendation: guard on %s: %s\n", rep.Recommendation, rep.Reason)
 	return err
 }

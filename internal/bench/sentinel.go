@@ -77,6 +77,15 @@ type Options struct {
 	NoInterference bool
 	NoFailurePath  bool
 
+	// EvalFile is a labelled set (JSONL: text, unsafe, optional user) the
+	// guard judges in Protocol ("" or auto: detected from the model) for
+	// its false positives and negatives.
+	EvalFile string
+	Protocol string
+	// Repairs is how many failure-path samples to take on the main model's
+	// server (finding -> first repaired byte); 0 means 5, <0 skips.
+	Repairs int
+
 	// Progress is called after each step; nil means silent.
 	Progress func(done, total int, step string)
 	// Root prefixes /proc and /sys for load and power readings.
@@ -112,6 +121,9 @@ func (o *Options) defaults() {
 	}
 	if o.Root == "" {
 		o.Root = "/"
+	}
+	if o.Repairs == 0 {
+		o.Repairs = 5
 	}
 	hasCPU := false
 	for _, d := range o.Devices {
@@ -207,6 +219,10 @@ type Report struct {
 	Recommendation string         `json:"recommendation"`
 	Reason         string         `json:"reason"`
 	Settings       string         `json:"settings"`
+	// GuardEval is the guard on the labelled set (--eval), Repair the
+	// failure path's latency.
+	GuardEval *GuardEval `json:"guard_eval,omitempty"`
+	Repair    *Repair    `json:"repair,omitempty"`
 	// LoadAvg is /proc/loadavg's 1-minute value at the start and the end:
 	// on a shared machine it says how far to trust the numbers.
 	LoadAvg [2]float64 `json:"loadavg"`
@@ -251,6 +267,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &runner{o: o}
 	// steps: per device server+speed+verdict+interference+failure+llama-bench
 	r.all = len(o.Devices)*5 + 2 + max(o.Stability, 0)
+	if o.EvalFile != "" {
+		r.all++
+	}
+	if o.Repairs > 0 {
+		r.all++
+	}
 	rep := &Report{Model: o.Model, Threads: o.Threads, Reps: o.Reps, Started: time.Now()}
 	rep.LoadAvg[0] = loadAvg(o.Root)
 	if fi, err := os.Stat(o.Model); err == nil {
@@ -285,6 +307,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		res := r.device(ctx, d, main, rep.MainAloneTokS)
 		rep.Devices = append(rep.Devices, res)
 	}
+	r.guardRows(ctx, rep, main)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -12,12 +12,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/bench"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 )
 
 func init() {
 	benchSubcommands = append(benchSubcommands, func(stdio *IO) *cobra.Command {
 		var (
 			model, server, llamaBench, report, mainURL string
+			evalFile, protocol                         string
+			repairs                                    int
 			devs, urls, envs                           []string
 			asJSON, quick, auto, noLlamaBench          bool
 			threads, reps, verdicts, stability         int
@@ -30,8 +33,12 @@ prefill (pp512, pp1024) and short decode (tg16/32/64) speeds, the time to a
 schema-constrained verdict after a ~300-token guard prompt (from the server:
 what users wait for), the machine's CPU load while the guard answers, power where the machine
 exposes it (RAPL, nvidia-smi), how much the guard slows the main model, the
-time to recover when the guard's server is killed, and whether repeated short
-placements choose the same device. The device/CPU ratio is read with the
+time to recover when the guard's server is killed, whether repeated short
+placements choose the same device, the failure path (from a failing finding
+on the main model's streamed answer to the first byte of the repaired
+answer, on the main model's server) and, with --eval, the guard's false
+positives and false negatives on a labelled set, asked in the model's own
+protocol (--protocol, detected from the GGUF by default). The device/CPU ratio is read with the
 interpretation table (slower than CPU: not worth it; about equal: only if it
 frees the CPU; 1.2-1.5x plausible; 2x+ clearly useful; 3x+ strong; unstable:
 experimental), and a placement is recommended.
@@ -53,7 +60,8 @@ quarter) and hardly at all for a 1-3B guard.
 uses, and caches it.`,
 			Example: `  aegis bench sentinel --model guard.gguf --devices CPU,Vulkan0 --llama-server /usr/bin/llama-server
   aegis bench sentinel --model guard.gguf --devices CPU,Vulkan0 --url CPU=http://127.0.0.1:8080 --url Vulkan0=http://127.0.0.1:8081
-  aegis bench sentinel --model guard.gguf --devices CPU,SYCL0 --report sentinel.html --json`,
+  aegis bench sentinel --model guard.gguf --devices CPU,SYCL0 --report sentinel.html --json
+  aegis bench sentinel --model llama-guard-3-1b.gguf --devices CPU --eval labelled.jsonl --main-url http://127.0.0.1:8080`,
 			Args: noArgs,
 			RunE: func(c *cobra.Command, _ []string) error {
 				if model == "" {
@@ -120,7 +128,11 @@ uses, and caches it.`,
 					return nil
 				}
 				o := bench.Options{Binary: server, Model: model, Devices: resolved, URLs: urlMap, MainURL: mainURL,
-					Threads: threads, Reps: reps, Verdicts: verdicts, Stability: stability}
+					Threads: threads, Reps: reps, Verdicts: verdicts, Stability: stability,
+					EvalFile: evalFile, Protocol: protocol, Repairs: repairs}
+				if _, err := llm.ParseProtocol(protocol); err != nil {
+					return usagef("%v", err)
+				}
 				if !noLlamaBench {
 					o.LlamaBench = llamaBench
 					if o.LlamaBench == "" {
@@ -182,6 +194,9 @@ uses, and caches it.`,
 		f.IntVar(&verdicts, "verdicts", 0, "time-to-verdict samples per device (default 5)")
 		f.IntVar(&stability, "stability", 0, "fresh-start placement runs for the stability check (default 3, -1 skips)")
 		f.BoolVar(&quick, "quick", false, "a shorter run: pp512, tg16/tg64, fewer repetitions")
+		f.StringVar(&evalFile, "eval", "", "labelled set (JSONL: {\"text\": ..., \"unsafe\": true|false, \"user\": optional}) for the guard's false positives/negatives")
+		f.StringVar(&protocol, "protocol", "auto", "guard protocol for --eval: auto, llama-guard, qwen3guard, granite-guardian, shieldgemma, verdict-json")
+		f.IntVar(&repairs, "repairs", 0, "failure-path samples (finding -> first repaired byte; default 5, -1 skips)")
 		f.BoolVar(&auto, "auto", false, "run only the short cached placement (what serve --guard-device auto does)")
 		return c
 	})

@@ -14,6 +14,10 @@ import (
 type Scorer struct {
 	Client  *Client
 	Timeout time.Duration // per text; 0 means 60s
+	// Protocol is the guard's protocol; auto (the zero value) asks the
+	// server what model it runs. Native protocols judge each text as a
+	// user's prompt.
+	Protocol Protocol
 }
 
 // Score judges text for head ("prompt_injection", "unsafe_content" or
@@ -35,10 +39,26 @@ func (s *Scorer) Score(ctx context.Context, text, head string) (float64, bool, e
 	if to <= 0 {
 		to = 60 * time.Second
 	}
+	p, err := resolveCached(ctx, s.Client, s.Protocol)
+	if err != nil {
+		return 0, false, err
+	}
+	if p != ProtocolVerdictJSON && p != ProtocolGraniteGuardian {
+		tasks = tasks[:1] // one question covers both: the model's categories say which
+	}
 	best, flag := 0.0, false
 	for _, t := range tasks {
 		cctx, cancel := context.WithTimeout(ctx, to)
-		res, err := s.Client.Check(cctx, t, BuildPrompt(t, "", text))
+		var res *Result
+		if p == ProtocolVerdictJSON {
+			res, err = s.Client.Check(cctx, t, BuildPrompt(t, "", text))
+		} else {
+			sub := Subject{Mode: ModePrompt, Text: text}
+			if t == TaskInjection {
+				sub.Risk = "jailbreak" // Granite Guardian's own injection risk
+			}
+			res, err = s.Client.CheckNative(cctx, p, sub)
+		}
 		cancel()
 		if err != nil {
 			return 0, false, err
