@@ -86,6 +86,10 @@ type Result struct {
 	Protocol Protocol
 	Answer   Answer
 	Text     string
+	// Decided is how long the decision token took on llama-server (the
+	// verdict is known then; the rest of the answer only names
+	// categories).
+	Decided time.Duration
 }
 
 // maxResponse bounds a guard server's answer.

@@ -33,7 +33,7 @@ func (c *Client) CheckNative(ctx context.Context, p Protocol, s Subject) (*Resul
 	if c.Kind == KindOllama {
 		res, err = c.nativeOllama(ctx, n, s)
 	} else {
-		res, err = c.nativeLlama(ctx, n, s)
+		res, err = c.nativeLlama(ctx, n, s, start)
 	}
 	if err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func (c *Client) CheckNative(ctx context.Context, p Protocol, s Subject) (*Resul
 	return res, nil
 }
 
-func (c *Client) nativeLlama(ctx context.Context, n native, s Subject) (*Result, error) {
+func (c *Client) nativeLlama(ctx context.Context, n native, s Subject, start time.Time) (*Result, error) {
 	nprobs := c.NProbs
 	if nprobs <= 0 {
 		nprobs = 512
@@ -67,7 +67,8 @@ func (c *Client) nativeLlama(ctx context.Context, n native, s Subject) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{PromptTokens: first.Timings.PromptN, CachedTokens: first.Timings.CacheN, Predicted: first.Timings.PredictedN}
+	res := &Result{PromptTokens: first.Timings.PromptN, CachedTokens: first.Timings.CacheN, Predicted: first.Timings.PredictedN,
+		Decided: time.Since(start)}
 	res.PFail, res.HasProbs, res.Approx = decisionProb(first, fail, pass)
 	word := wordOf(first.Content, fail, pass)
 	if word == "" {

@@ -8,6 +8,11 @@
 // cache while the main model streams (incremental prefill), so the final
 // verdict costs only the new tokens plus the short verdict.
 //
+// Guard models trained on a format of their own (Llama Guard, Qwen3Guard,
+// Granite Guardian, ShieldGemma) are asked in it instead: their published
+// prompt, their answer shape as the grammar, the probability of their
+// first decision token as the risk (see Protocol and CheckNative).
+//
 // The guard also plugs into the pipeline as the "guard_llm" validator:
 // asynchronous, never blocking Write, with a deadline after which the
 // configured fail-open or fail-closed outcome applies.

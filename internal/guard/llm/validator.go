@@ -62,10 +62,13 @@ the output. Calls run in the background; Write never blocks. Settled advances to
 the last text the guard passed, so the unjudged tail is held back. On llama-server the risk
 comes from the verdict token's probability (n_probs) and the prompt prefix stays cached in the
 pinned id_slot. A call that fails or outlives the deadline yields guard_unavailable unless
-fail_open is set, in which case the text is released unjudged.`,
+fail_open is set, in which case the text is released unjudged. Guard models are asked in their
+own protocol (protocol: llama-guard, qwen3guard, granite-guardian, shieldgemma; auto detects it
+from the server's model; verdict-json is the generic prompt for general instruct models); their
+categories are carried in the finding.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
 			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
-		Example: "url: http://127.0.0.1:8081\nkind: llama\ntask: safety\ndeadline: 2s\nfail_open: false\ncadence_tokens: 64\nid_slot: 0\n",
+		Example: "url: http://127.0.0.1:8081\nkind: llama\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\ncadence_tokens: 64\nid_slot: 0\n",
 		Config:  func() any { return &Config{} },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
