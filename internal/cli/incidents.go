@@ -60,10 +60,10 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 					f.Reason = r
 				}
 				switch store.Kind(kind) {
-				case "", store.KindRetry, store.KindHalt:
+				case "", store.KindRetry, store.KindHalt, store.KindBlock:
 					f.Kind = store.Kind(kind)
 				default:
-					return usagef("unknown kind %q (want retry or halt)", kind)
+					return usagef("unknown kind %q (want retry, halt or block)", kind)
 				}
 				if gw != "" && !store.IsPostgres(db) {
 					return usagef("--gateway needs a shared PostgreSQL log (--incidents-db postgres://...)")
@@ -100,7 +100,7 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 		cmd.Flags().StringVar(&gw, "gateway", "", "only incidents recorded by this gateway (PostgreSQL log)")
 		cmd.Flags().StringVar(&since, "since", "", "only incidents newer than a duration (30m, 1h, 7d) or an RFC 3339 time")
 		cmd.Flags().StringVar(&reason, "reason", "", "only incidents with this reason code (repetition_loop, invalid_json, ...)")
-		cmd.Flags().StringVar(&kind, "kind", "", "only retries or only halts (retry, halt)")
+		cmd.Flags().StringVar(&kind, "kind", "", "only one kind of incident: retry, halt or block")
 		cmd.Flags().IntVar(&limit, "limit", 50, "at most this many incidents, newest first")
 		fl.BoolVar(&asJSON, "json", false, "write JSON (one incident per line for the list)")
 

@@ -206,7 +206,7 @@ func TestServeDashboardMetricsIncidents(t *testing.T) {
 		// one; four failed attempts in all.
 		browsertest.Wait[bool](t, page, `document.querySelectorAll('.incident[data-reason="invalid_json"]').length === 4`, 10*time.Second, `document.getElementById("incidents").innerText`)
 		browsertest.Wait[bool](t, page, `document.getElementById("t-total").textContent === "9" && document.getElementById("t-halted").textContent === "1"`, 5*time.Second, `document.querySelector("header").innerText`)
-		browsertest.Wait[bool](t, page, `document.querySelector('#reasons li[data-reason="invalid_json"] .n')?.textContent === "4"`, 5*time.Second, `document.getElementById("reasons").innerText`)
+		browsertest.Wait[bool](t, page, `document.querySelector('#reasons li[data-reason="invalid_json"] .n')?.textContent === "2"`, 5*time.Second, `document.getElementById("reasons").innerText`)
 		time.Sleep(1300 * time.Millisecond) // row highlight animation
 		browsertest.Screenshot(t, page, "dashboard.png")
 

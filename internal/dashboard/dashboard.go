@@ -74,9 +74,12 @@ type Dashboard struct {
 	head     int
 	totals   Totals
 	inFlight map[string]struct{}
-	guards   map[string]*Guard
-	clients  map[chan message]struct{}
-	closed   bool
+	// failed holds the reasons each request in flight failed for; they
+	// count in Totals.Reasons once per request when it finishes.
+	failed  map[string]map[string]struct{}
+	guards  map[string]*Guard
+	clients map[chan message]struct{}
+	closed  bool
 }
 
 // wireEvent is an event as the page sees it: numbered, without output text.
@@ -117,6 +120,7 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 		sub:       bus.Subscribe(4096),
 		totals:    Totals{Outcomes: map[string]int64{}, Reasons: map[string]int64{}},
 		inFlight:  map[string]struct{}{},
+		failed:    map[string]map[string]struct{}{},
 		guards:    map[string]*Guard{},
 		clients:   map[chan message]struct{}{},
 	}
@@ -201,6 +205,16 @@ func (d *Dashboard) Run(ctx context.Context) {
 	}
 }
 
+// fail notes that request id failed for reason (once per request).
+func (d *Dashboard) fail(id, reason string) {
+	rs := d.failed[id]
+	if rs == nil {
+		rs = map[string]struct{}{}
+		d.failed[id] = rs
+	}
+	rs[reason] = struct{}{}
+}
+
 // Close ends every open event stream (so http.Server.Shutdown does not
 // wait on them) and unsubscribes. It is safe to call twice.
 func (d *Dashboard) Close() {
@@ -241,7 +255,15 @@ func (d *Dashboard) Observe(e events.Event) {
 			outcome = "released"
 		}
 		d.totals.Outcomes[outcome]++
+		for r := range d.failed[e.RequestID] {
+			d.totals.Reasons[r]++
+		}
+		delete(d.failed, e.RequestID)
 		totalsChanged = true
+	case events.Halt:
+		if e.Verdict != nil && e.Verdict.Reason != "" {
+			d.fail(e.RequestID, string(e.Verdict.Reason)) // blocks and unreachable upstreams have no Verdict event
+		}
 	case events.Verdict:
 		if e.GuardDevice != "" {
 			g := d.guard(e.GuardDevice)
@@ -252,8 +274,7 @@ func (d *Dashboard) Observe(e events.Event) {
 			}
 			guardsChanged = true
 		} else if e.Verdict != nil && e.Verdict.Verdict == validator.Fail {
-			d.totals.Reasons[string(e.Verdict.Reason)]++
-			totalsChanged = true
+			d.fail(e.RequestID, string(e.Verdict.Reason))
 		}
 	case events.GuardStatus:
 		// Keyed by device; a supervisor with no device serving (all
@@ -270,6 +291,9 @@ func (d *Dashboard) Observe(e events.Event) {
 	}
 	if len(d.inFlight) > 100_000 { // finish events lost; do not grow forever
 		clear(d.inFlight)
+	}
+	if len(d.failed) > 100_000 {
+		clear(d.failed)
 	}
 	d.totals.InFlight = len(d.inFlight)
 	if totalsChanged {

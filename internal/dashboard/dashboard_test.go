@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -150,7 +151,7 @@ func TestEventStream(t *testing.T) {
 	var got []string
 	var totals Totals
 	var guards map[string]Guard
-	for len(got) < 6 {
+	for len(got) < 5 {
 		ev, data := sr.next(t)
 		got = append(got, ev)
 		if strings.Contains(string(data), "sk-secret") {
@@ -163,7 +164,7 @@ func TestEventStream(t *testing.T) {
 			json.Unmarshal(data, &guards)
 		}
 	}
-	if strings.Join(got, " ") != "event totals event totals event guards" {
+	if strings.Join(got, " ") != "event event totals event guards" {
 		t.Errorf("messages: %v", got)
 	}
 	if totals.Reasons["secret_leak"] != 1 || totals.Outcomes["halted"] != 1 || totals.InFlight != 0 {
@@ -255,4 +256,39 @@ func TestRingKeepsNewestInOrder(t *testing.T) {
 		}
 	}
 	d.Close()
+}
+
+// TestTotalsCountRequests: failures by reason count requests, not
+// attempts, and include blocks; outcomes use the request vocabulary.
+func TestTotalsCountRequests(t *testing.T) {
+	d := New(&events.Bus{}, nil)
+	defer d.Close()
+	loop := &validator.Verdict{Verdict: validator.Fail, Reason: validator.ReasonInvalidJSON, Action: validator.ActionRetryStricterFormat}
+	block := &validator.Verdict{Verdict: validator.Fail, Reason: validator.ReasonPromptInjection, Action: validator.ActionBlock}
+	for _, e := range []events.Event{
+		{Kind: events.RequestStarted, RequestID: "a"},
+		{Kind: events.Verdict, RequestID: "a", Verdict: loop},
+		{Kind: events.Retry, RequestID: "a", Verdict: loop},
+		{Kind: events.Verdict, RequestID: "a", Verdict: loop},
+		{Kind: events.Halt, RequestID: "a", Verdict: loop},
+		{Kind: events.RequestFinished, RequestID: "a", Outcome: events.OutcomeHalted},
+		{Kind: events.RequestStarted, RequestID: "b"},
+		{Kind: events.Halt, RequestID: "b", Verdict: block},
+		{Kind: events.RequestFinished, RequestID: "b", Outcome: events.OutcomeBlocked},
+		{Kind: events.RequestStarted, RequestID: "c"},
+		{Kind: events.Verdict, RequestID: "c", Verdict: &validator.Verdict{Verdict: validator.Pass}},
+		{Kind: events.RequestFinished, RequestID: "c", Outcome: events.OutcomeReleased},
+	} {
+		d.Observe(e)
+	}
+	want := Totals{
+		Outcomes: map[string]int64{"halted": 1, "blocked": 1, "released": 1},
+		Reasons:  map[string]int64{"invalid_json": 1, "prompt_injection": 1},
+	}
+	d.mu.Lock()
+	got := d.totals
+	d.mu.Unlock()
+	if !reflect.DeepEqual(got.Outcomes, want.Outcomes) || !reflect.DeepEqual(got.Reasons, want.Reasons) || len(d.failed) != 0 {
+		t.Fatalf("totals %+v, want %+v (pending %v)", got, want, d.failed)
+	}
 }

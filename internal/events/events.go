@@ -64,8 +64,7 @@ type Event struct {
 
 	// Verdict is set on Verdict, Retry and Halt events.
 	Verdict *validator.Verdict `json:"verdict,omitempty"`
-	// Outcome on RequestFinished: "released", "repaired", "halted",
-	// "blocked", "error" or "cancelled".
+	// Outcome on RequestFinished: one of the Outcome constants.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status sent to the client (RequestFinished).
 	Status int `json:"status,omitempty"`
@@ -163,3 +162,15 @@ func (b *Bus) Dropped() uint64 {
 	}
 	return b.dropped.Load()
 }
+
+// The outcomes of a request (Event.Outcome on RequestFinished), the one
+// vocabulary of the metrics, the dashboard, the incident log and the
+// request log.
+const (
+	OutcomeReleased  = "released"  // the first attempt passed
+	OutcomeRepaired  = "repaired"  // a hidden retry passed
+	OutcomeHalted    = "halted"    // stopped with an aegis_<reason> error
+	OutcomeBlocked   = "blocked"   // the input was refused before generation
+	OutcomeCancelled = "cancelled" // the client went away
+	OutcomeRejected  = "rejected"  // a request error: bad JSON, unknown model, the upstream's 4xx
+)

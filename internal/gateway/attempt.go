@@ -50,7 +50,7 @@ func (x *exchange) run() {
 			x.pass(res.verdict)
 			return
 		case resCancelled:
-			x.finished("cancelled", 0)
+			x.finished(events.OutcomeCancelled, 0)
 			return
 		case resRefused:
 			// Only the client's own request can be refused as such; a

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -115,7 +116,7 @@ func (x *exchange) runChoices(n int) {
 		if json.Unmarshal(b["aegis"], &m) == nil {
 			last = &m
 		}
-		repaired = repaired || res.outcome == "repaired"
+		repaired = repaired || res.outcome == events.OutcomeRepaired
 		if merged == nil {
 			merged = b
 		}
@@ -134,9 +135,9 @@ func (x *exchange) runChoices(n int) {
 	merged.set("aegis", last)
 	setVerdictHeaders(x.w.Header(), last)
 	writeJSON(x.w, http.StatusOK, merged)
-	outcome := "released"
+	outcome := events.OutcomeReleased
 	if repaired {
-		outcome = "repaired"
+		outcome = events.OutcomeRepaired
 	}
 	x.repaired = repaired
 	x.finished(outcome, http.StatusOK)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -261,5 +262,56 @@ func TestDetectOnFirstContact(t *testing.T) {
 	defer ol.Close()
 	if got := get(); got != "Ollama is running" {
 		t.Fatalf("once up: %q", got)
+	}
+}
+
+// TestOutcomes: each way a request ends publishes one outcome word, and
+// a Halt event exactly when the outcome is halted or blocked, so the
+// metrics, the dashboard and the incident log count the same requests.
+func TestOutcomes(t *testing.T) {
+	ok := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("fine"), finishChunk)) })
+	bad := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"message":"bad sampler"}}`, http.StatusBadRequest)
+	})
+	notJSON := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { w.Write(sseBody(chatChunk("never json"), finishChunk)) })
+	down := mustUpstream(t, "down", "http://127.0.0.1:1", upstream.KindLlamaServer)
+	block := func(context.Context, *validator.Request) *validator.Verdict {
+		return &validator.Verdict{Verdict: validator.Fail, Reason: validator.ReasonPromptInjection, Action: validator.ActionBlock}
+	}
+	chat := `{"messages":[{"role":"user","content":"x"}]}`
+	for _, tc := range []struct {
+		name    string
+		g       *Gateway
+		body    string
+		outcome string
+		halts   int
+	}{
+		{"released", &Gateway{Upstreams: []*upstream.Upstream{ok}}, chat, events.OutcomeReleased, 0},
+		{"halted", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, Extra: requireJSON(t), Policy: mustPolicy(t, "max_retries: 0\n")}, chat, events.OutcomeHalted, 1},
+		{"blocked", &Gateway{Upstreams: []*upstream.Upstream{ok}, InputCheck: block}, chat, events.OutcomeBlocked, 1},
+		{"upstream down is a halt", &Gateway{Upstreams: []*upstream.Upstream{down}}, chat, events.OutcomeHalted, 1},
+		{"upstream 4xx is rejected", &Gateway{Upstreams: []*upstream.Upstream{bad}}, chat, events.OutcomeRejected, 0},
+		{"bad JSON is rejected", &Gateway{Upstreams: []*upstream.Upstream{ok}}, `{`, events.OutcomeRejected, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bus := &events.Bus{}
+			sub := bus.Subscribe(64)
+			defer sub.Close()
+			tc.g.Events = bus
+			readAllBody(t, post(t, start(t, tc.g).URL+"/v1/chat/completions", tc.body))
+			halts := 0
+			for {
+				e := <-sub.C
+				if e.Kind == events.Halt {
+					halts++
+				}
+				if e.Kind == events.RequestFinished {
+					if e.Outcome != tc.outcome || halts != tc.halts {
+						t.Fatalf("outcome %q with %d halt events, want %q with %d", e.Outcome, halts, tc.outcome, tc.halts)
+					}
+					return
+				}
+			}
+		})
 	}
 }

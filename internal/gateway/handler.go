@@ -169,7 +169,7 @@ func (x *exchange) reject(status int, e apiError) {
 		writeError(x.w, status, e, nil)
 	}
 	x.g.Events.Publish(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Model: x.model,
-		Outcome: "error", Status: status, Duration: x.g.now().Sub(x.start), Error: e.Message})
+		Outcome: events.OutcomeRejected, Status: status, Duration: x.g.now().Sub(x.start), Error: e.Message})
 }
 
 func errText(err error) string {

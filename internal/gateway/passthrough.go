@@ -201,7 +201,7 @@ func (g *Gateway) checkEmbeddingInput(w http.ResponseWriter, r *http.Request) bo
 		writeError(w, status, apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}, m)
 	}
 	g.Events.Publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: r.URL.Path, Model: req.Model,
-		Outcome: "blocked", Status: status, Duration: g.now().Sub(start)})
+		Outcome: events.OutcomeBlocked, Status: status, Duration: g.now().Sub(start)})
 	return false
 }
 

@@ -122,9 +122,9 @@ func (x *exchange) pass(v validator.Verdict) {
 		setVerdictHeaders(x.w.Header(), m)
 		writeJSON(x.w, http.StatusOK, json.RawMessage(withMeta(x.body200(), m)))
 	}
-	outcome := "released"
+	outcome := events.OutcomeReleased
 	if x.repaired {
-		outcome = "repaired"
+		outcome = events.OutcomeRepaired
 	}
 	x.finished(outcome, http.StatusOK)
 }
@@ -250,9 +250,9 @@ func (x *exchange) halt(v validator.Verdict) {
 		x.flush()
 		status = http.StatusOK
 	}
-	outcome := "halted"
+	outcome := events.OutcomeHalted
 	if v.Action == validator.ActionBlock {
-		outcome = "blocked"
+		outcome = events.OutcomeBlocked
 	}
 	x.finished(outcome, status)
 }
@@ -302,9 +302,14 @@ func (x *exchange) refused(res result) {
 	} else {
 		writeError(x.w, status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m)
 	}
+	if status < 500 {
+		// The upstream judged the client's request bad: no halt of ours.
+		x.finished(events.OutcomeRejected, status)
+		return
+	}
 	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
 		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
-	x.finished("error", status)
+	x.finished(events.OutcomeHalted, status)
 }
 
 // eventText returns the attempt's output for an event when the policy

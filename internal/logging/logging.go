@@ -223,7 +223,7 @@ func (r *RequestLog) finished(e events.Event, st *reqState) {
 	)
 	level := slog.LevelInfo
 	switch e.Outcome {
-	case "halted", "error":
+	case events.OutcomeHalted, events.OutcomeBlocked, events.OutcomeRejected:
 		level = slog.LevelWarn
 	}
 	if e.Error != "" {

@@ -26,7 +26,10 @@
 //     (Duration), aegis_guard_failures_total when Error is set or the
 //     reason is guard_unavailable, aegis_guard_fallbacks_total when
 //     GuardState is "fallback".
-//   - Retry / Halt: aegis_retries_total{reason,action}, aegis_halts_total{reason}.
+//   - Retry / Halt: aegis_retries_total{reason,action}; a Halt whose
+//     action is block counts aegis_blocks_total{reason}, any other
+//     aegis_halts_total{reason}, so each equals aegis_requests_total of
+//     outcome blocked or halted (the outcomes are events.Outcome*).
 //   - GuardStatus (published by the guard supervisor with Upstream = the
 //     supervisor's name, GuardDevice = the child's device, GuardState =
 //     its state): aegis_supervisor_state{supervisor,child,state} is 1 for
@@ -74,6 +77,7 @@ type Collector struct {
 	verdicts      *prometheus.CounterVec
 	retries       *prometheus.CounterVec
 	halts         *prometheus.CounterVec
+	blocks        *prometheus.CounterVec
 	ttft          *prometheus.HistogramVec
 	added         *prometheus.HistogramVec
 	verdictDelay  prometheus.Observer
@@ -106,12 +110,13 @@ func New(bus *events.Bus) *Collector {
 		states:  map[[2]string]map[string]struct{}{},
 	}
 	f := factory{c.reg}
-	c.requests = f.counter("aegis_requests_total", "Requests answered, by route, upstream and outcome (released, repaired, halted, blocked, error, cancelled).", "route", "upstream", "outcome")
+	c.requests = f.counter("aegis_requests_total", "Requests answered, by route, upstream and outcome (released, repaired, halted, blocked, cancelled, rejected).", "route", "upstream", "outcome")
 	c.inFlight = f.gauge("aegis_requests_in_flight", "Requests started and not yet finished.")
 	c.attempts = f.counter("aegis_attempts_total", "Upstream attempts started (a hidden retry is a second attempt).", "upstream")
 	c.verdicts = f.counter("aegis_verdicts_total", "Attempt verdicts, by verdict (pass, fail), reason (none on pass) and action.", "verdict", "reason", "action")
 	c.retries = f.counter("aegis_retries_total", "Hidden corrective retries, by reason and action.", "reason", "action")
-	c.halts = f.counter("aegis_halts_total", "Requests halted with an error code, by reason.", "reason")
+	c.halts = f.counter("aegis_halts_total", "Requests halted with an error code, by reason (blocked inputs are aegis_blocks_total).", "reason")
+	c.blocks = f.counter("aegis_blocks_total", "Requests whose input was refused before generation, by reason.", "reason")
 	c.ttft = f.histogram("aegis_time_to_first_token_seconds", "Time from request to the first token the client received.", "upstream")
 	c.added = f.histogram("aegis_added_latency_seconds", "Latency Aegis added to the first token, compared with the upstream's own first token.", "upstream")
 	c.verdictDelay = f.histogram("aegis_verdict_delay_seconds", "Time from the upstream's last token to the attempt's verdict.").WithLabelValues()
@@ -143,6 +148,7 @@ func New(bus *events.Bus) *Collector {
 	// before the first one.
 	for _, r := range validator.Reasons {
 		c.halts.WithLabelValues(string(r))
+		c.blocks.WithLabelValues(string(r))
 	}
 	if bus != nil {
 		c.sub = bus.Subscribe(Buffer)
@@ -195,8 +201,12 @@ func (c *Collector) Observe(e events.Event) {
 		reason, action := verdictLabels(e.Verdict)
 		c.retries.WithLabelValues(reason, action).Inc()
 	case events.Halt:
-		reason, _ := verdictLabels(e.Verdict)
-		c.halts.WithLabelValues(reason).Inc()
+		reason, action := verdictLabels(e.Verdict)
+		if action == string(validator.ActionBlock) {
+			c.blocks.WithLabelValues(reason).Inc()
+		} else {
+			c.halts.WithLabelValues(reason).Inc()
+		}
 		// An upstream that refused the request ends in a Halt with no
 		// Verdict event before it; count that upstream error here.
 		c.mu.Lock()

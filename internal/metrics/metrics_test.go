@@ -244,3 +244,38 @@ func TestNamesFollowConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestBlocksAreNotHalts: a blocked input counts in aegis_blocks_total,
+// a halt in aegis_halts_total, so each equals its outcome's requests.
+func TestBlocksAreNotHalts(t *testing.T) {
+	c := New(nil)
+	route := "/v1/chat/completions"
+	for i, tc := range []struct {
+		v       *validator.Verdict
+		outcome string
+	}{
+		{fail(validator.ReasonPromptInjection, validator.ActionBlock), events.OutcomeBlocked},
+		{fail(validator.ReasonPromptInjection, validator.ActionBlock), events.OutcomeBlocked},
+		{fail(validator.ReasonInvalidJSON, validator.ActionHalt), events.OutcomeHalted},
+	} {
+		id := fmt.Sprint(i)
+		c.Observe(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: "u"})
+		c.Observe(events.Event{Kind: events.Halt, RequestID: id, Route: route, Upstream: "u", Verdict: tc.v})
+		c.Observe(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: "u", Outcome: tc.outcome})
+	}
+	fams := scrape(t, c.Handler())
+	for _, tc := range []struct {
+		name, family, labels string
+		want                 float64
+	}{
+		{"blocks", "aegis_blocks_total", "reason=prompt_injection", 2},
+		{"no halt for a block", "aegis_halts_total", "reason=prompt_injection", 0},
+		{"halts", "aegis_halts_total", "reason=invalid_json", 1},
+		{"blocked requests", "aegis_requests_total", "outcome=blocked", 2},
+		{"halted requests", "aegis_requests_total", "outcome=halted", 1},
+	} {
+		if got := value(fams, tc.family, tc.labels); got != tc.want {
+			t.Errorf("%s: %s{%s} = %v, want %v", tc.name, tc.family, tc.labels, got, tc.want)
+		}
+	}
+}

@@ -15,8 +15,10 @@ import (
 // finding's Hint (fix_syntax for a mechanically repairable JSON error)
 // replaces a retry action, never a halt or block. When every finding maps
 // to the release action (the guard failing open), the verdict is pass and
-// the findings are kept as notes. Decide does not modify findings.
+// the findings are kept as notes. Repeated findings (the same reason over
+// the same span) are listed once. Decide does not modify findings.
 func (p *Policy) Decide(findings []validator.Finding, attempt int) validator.Verdict {
+	findings = validator.UniqueFindings(findings) // a failure reported by two checks is one finding
 	best := -1
 	var bestRule Rule
 	for i, f := range findings {

@@ -215,6 +215,9 @@ func IncidentFromEvent(e events.Event) Incident {
 	}
 	if e.Kind == events.Halt {
 		inc.Kind = KindHalt
+		if e.Verdict != nil && e.Verdict.Action == validator.ActionBlock {
+			inc.Kind = KindBlock // the same word as the request's outcome
+		}
 	}
 	if v := e.Verdict; v != nil {
 		inc.Reason, inc.Action, inc.Risk = v.Reason, v.Action, v.Risk

@@ -35,13 +35,15 @@ import (
 // ErrNotFound is returned by Get for an id that is not in the log.
 var ErrNotFound = errors.New("incident not found")
 
-// Kind says whether an incident was a hidden retry or a halt.
+// Kind says whether an incident was a hidden retry, a halt, or a block
+// (the input refused before generation).
 type Kind string
 
 // The incident kinds.
 const (
 	KindRetry Kind = "retry"
 	KindHalt  Kind = "halt"
+	KindBlock Kind = "block"
 )
 
 func (k Kind) String() string { return string(k) }

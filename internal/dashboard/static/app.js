@@ -62,7 +62,8 @@ function renderRow(id, r) {
   c[0].textContent = fmtTime(d.time);
   c[1].textContent = shortID(id);
   c[1].title = id;
-  c[2].textContent = [d.model, d.upstream].filter(Boolean).join(" @ ");
+  c[2].replaceChildren(el("span", null, d.model || "–"), el("small", "via", d.upstream ? " via " + d.upstream : ""));
+  c[2].title = "the model the client asked for" + (d.upstream ? ", served by upstream " + d.upstream : "");
   c[3].textContent = d.attempts || "";
   const b = el("span", "badge b-" + d.state, d.state);
   c[4].replaceChildren(b);
@@ -82,7 +83,7 @@ function apply(e) {
     case "attempt_started": d.attempts = Math.max(d.attempts, e.attempt || 1); break;
     case "verdict": if (v && v.verdict === "fail") d.reason = v.reason || ""; break;
     case "retry": d.state = "retrying"; if (v) d.reason = v.reason || ""; break;
-    case "halt": d.state = "halted"; if (v) d.reason = v.reason || ""; break;
+    case "halt": d.state = v && v.action === "block" ? "blocked" : "halted"; if (v) d.reason = v.reason || ""; break;
     case "request_finished":
       d.state = e.outcome || "released";
       d.ttft = ms(e.ttft_ns); d.dur = ms(e.duration_ns);
@@ -103,6 +104,7 @@ function setTotals(t) {
   $("t-released").textContent = o.released || 0;
   $("t-repaired").textContent = o.repaired || 0;
   $("t-halted").textContent = o.halted || 0;
+  $("t-blocked").textContent = o.blocked || 0;
   $("t-inflight").textContent = t.in_flight || 0;
   const list = $("reasons");
   const entries = Object.entries(t.reasons || {}).sort((a, b) => b[1] - a[1]);
@@ -188,16 +190,21 @@ function drawChart() {
 
 // ---- incidents ----------------------------------------------------------
 
+// incidentWord names an incident's kind with the request outcomes' words.
+function incidentWord(kind) {
+  return { halt: "halted", block: "blocked", retry: "retried" }[kind] || kind;
+}
+
 function incidentNode(inc) {
   const box = el("div", "incident");
   box.dataset.incidentId = inc.id;
   box.dataset.reason = inc.reason || "";
   const meta = el("div", "meta");
   meta.append(
-    el("span", "badge " + (inc.kind === "halt" ? "b-halted" : "b-retrying"), inc.kind === "halt" ? "halted" : "retried"),
+    el("span", "badge b-" + incidentWord(inc.kind), incidentWord(inc.kind)),
     el("strong", null, "#" + inc.id + " " + (inc.reason || "")),
     el("span", "reason", "→ " + inc.action + " · risk " + inc.risk),
-    el("span", "req", [inc.model, inc.upstream].filter(Boolean).join(" @ ")),
+    el("span", "req", (inc.model || "–") + (inc.upstream ? " via " + inc.upstream : "")),
     el("span", "req", "request " + shortID(inc.request_id) + (inc.attempt ? ", attempt " + inc.attempt : "")),
     el("span", "when", fmtTime(inc.time)),
   );
