@@ -67,6 +67,9 @@ uses, and caches it.`,
 				if model == "" {
 					return usagef("--model is required")
 				}
+				if _, err := llm.ParseProtocol(protocol); err != nil {
+					return usagef("%v", err)
+				}
 				urlMap := map[string]string{}
 				for _, u := range urls {
 					k, v, ok := strings.Cut(u, "=")
@@ -130,9 +133,6 @@ uses, and caches it.`,
 				o := bench.Options{Binary: server, Model: model, Devices: resolved, URLs: urlMap, MainURL: mainURL,
 					Threads: threads, Reps: reps, Verdicts: verdicts, Stability: stability,
 					EvalFile: evalFile, Protocol: protocol, Repairs: repairs}
-				if _, err := llm.ParseProtocol(protocol); err != nil {
-					return usagef("%v", err)
-				}
 				if !noLlamaBench {
 					o.LlamaBench = llamaBench
 					if o.LlamaBench == "" {

@@ -23,6 +23,7 @@ func TestBenchSentinelUsage(t *testing.T) {
 		{"bad url", []string{"bench", "sentinel", "--model", "m.gguf", "--url", "CPU:8080"}, "--url wants DEVICE=http"},
 		{"bad report", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--report", "r.pdf"}, "--report must end in .html or .svg"},
 		{"bad env", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--env", "X"}, "--env wants KEY=VALUE"},
+		{"bad protocol", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--protocol", "llamaguard2"}, "unknown guard protocol"},
 	}
 	t.Setenv("PATH", t.TempDir()) // no llama-server to find
 	for _, tc := range cases {

@@ -47,6 +47,7 @@ func TestEvalUsageErrors(t *testing.T) {
 	cases := map[string][]string{
 		"unknown guard": {"eval", "--guard", "magic", "x.jsonl"},
 		"llm no url":    {"eval", "--guard", "llm", "x.jsonl"},
+		"llm protocol":  {"eval", "--guard", "llm", "--url", "http://127.0.0.1:1", "--protocol", "llamaguard2", "x.jsonl"},
 		"missing file":  {"eval", "/nonexistent/x.jsonl"},
 		"unknown set":   {"eval", "--data", ".", "no-such-set"},
 	}

@@ -52,7 +52,7 @@ func (c *Client) nativeLlama(ctx context.Context, n native, s Subject, start tim
 	if nprobs <= 0 {
 		nprobs = 512
 	}
-	pr := n.render(s)
+	pr := wirePrompt(n, s)
 	base := pr.Prefix + pr.Suffix + n.open()
 	fail, pass := n.words()
 	var alts []string
@@ -115,7 +115,7 @@ func passAnswer(n native, s Subject, word string) string {
 }
 
 func (c *Client) nativeOllama(ctx context.Context, n native, s Subject) (*Result, error) {
-	pr := n.render(s)
+	pr := wirePrompt(n, s)
 	_, limit := n.grammar(s)
 	// The bound is in bytes; a real guard's answer is a few tokens and
 	// ends with its end-of-turn token, so a free answer is cut short.

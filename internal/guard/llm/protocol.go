@@ -137,6 +137,19 @@ func RenderPrompt(p Protocol, s Subject) (Prompt, error) {
 	return pr, nil
 }
 
+// bosText is Llama 3's begin-of-text token as its chat templates write it.
+const bosText = "<|begin_of_text|>"
+
+// wirePrompt is the prompt of protocol p for s as it is sent to a server
+// (with the answer's fixed start): llama-server and Ollama put the model's
+// BOS token before every prompt themselves, so the template's own BOS is
+// left out rather than doubled.
+func wirePrompt(n native, s Subject) Prompt {
+	pr := n.render(s)
+	pr.Prefix = strings.TrimPrefix(pr.Prefix, bosText)
+	return pr
+}
+
 // ParseAnswer decodes a whole answer of protocol p (a native protocol).
 func ParseAnswer(p Protocol, s Subject, text string) (Answer, error) {
 	n := nativeOf(p)

@@ -47,7 +47,7 @@ func BenchmarkNativeTimeToVerdict(b *testing.B) {
 						if warm {
 							for end := 32; end <= len(text); end += 32 {
 								s.Text = text[:end]
-								if err := c.Prefill(ctx, m.p.render(s)); err != nil {
+								if err := c.Prefill(ctx, wirePrompt(nativeOf(m.p), s)); err != nil {
 									b.Fatal(err)
 								}
 							}
@@ -69,6 +69,3 @@ func BenchmarkNativeTimeToVerdict(b *testing.B) {
 		}
 	}
 }
-
-// render is the protocol's prompt for s (test helper).
-func (p Protocol) render(s Subject) Prompt { return nativeOf(p).render(s) }

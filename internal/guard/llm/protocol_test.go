@@ -239,3 +239,17 @@ func FuzzParseAnswer(f *testing.F) {
 		}
 	})
 }
+
+// TestWirePromptSingleBOS: the servers add the model's BOS themselves, so
+// a template's literal BOS is not sent (it would be doubled).
+func TestWirePromptSingleBOS(t *testing.T) {
+	for _, p := range nativeProtocols {
+		for _, s := range goldenSubjects {
+			w := wirePrompt(nativeOf(p), s)
+			full := nativeOf(p).render(s)
+			if strings.HasPrefix(w.Prefix, bosText) || !strings.HasSuffix(full.Prefix, w.Prefix) || w.Suffix != full.Suffix {
+				t.Errorf("%s %s: wire prompt %q...", p, s.Mode, w.Prefix[:min(40, len(w.Prefix))])
+			}
+		}
+	}
+}

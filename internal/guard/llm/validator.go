@@ -243,7 +243,7 @@ func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error)
 	}
 	s := g.subject(text)
 	if c.prefill {
-		return nil, g.client.Prefill(ctx, nativeOf(proto).render(s))
+		return nil, g.client.Prefill(ctx, wirePrompt(nativeOf(proto), s))
 	}
 	return g.client.CheckNative(ctx, proto, s)
 }
