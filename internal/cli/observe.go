@@ -46,6 +46,9 @@ type observability struct {
 	Metrics   *metrics.Collector
 	Dashboard *dashboard.Dashboard
 	Incidents store.Log
+	// metricsHandler, when set, serves /metrics instead of the
+	// collector's own handler (serve_fleet.go adds a gateway label).
+	metricsHandler http.Handler
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -101,7 +104,11 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 func (o *observability) Handler(api http.Handler, token string) http.Handler {
 	gate := &auth.Gate{Token: token}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", gate.Protect(o.Metrics.Handler()))
+	metricsHandler := o.Metrics.Handler()
+	if o.metricsHandler != nil {
+		metricsHandler = o.metricsHandler
+	}
+	mux.Handle("GET /metrics", gate.Protect(metricsHandler))
 	mux.Handle("/ui", gate.Protect(o.Dashboard))
 	mux.Handle("/ui/", gate.Protect(o.Dashboard))
 	mux.Handle("/", api)

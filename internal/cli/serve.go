@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -84,6 +85,7 @@ func init() {
 			host                                                   string
 			port                                                   int
 			guardFlagVals                                          guardServerConfig
+			fleetFlagVals                                          fleetConfig
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -155,6 +157,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 					cfg.LogFormat = logFormat
 				}
 				cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
+				cfg.Fleet = cfg.Fleet.merge(fleetFlagVals)
 				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
 			},
 		}
@@ -174,6 +177,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.MarkHidden("incidents")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		guardFlags(c, &guardFlagVals)
+		fleetFlags(c, &fleetFlagVals)
 		return c
 	})
 }
@@ -262,14 +266,19 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		}
 	}
 
+	var sup *supervisor.Supervisor
 	if cfg.GuardServer.Model != "" {
-		sup, err := startGuardServer(ctx, cfg.GuardServer, obs.Bus, slogger)
-		if err != nil {
+		if sup, err = startGuardServer(ctx, cfg.GuardServer, obs.Bus, slogger); err != nil {
 			return err
 		}
 		defer sup.Stop(context.Background())
 		g.Extra = guardExtra(sup, cfg.GuardServer, slogger)
 	}
+	leave, err := startFleet(ctx, cfg, obs, g, sup, slogger)
+	if err != nil {
+		return err
+	}
+	defer leave()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

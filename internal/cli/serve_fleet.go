@@ -1,20 +1,139 @@
 package cli
 
 import (
+	"context"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/aegis-sentinel/aegis/internal/fleet"
+	"github.com/aegis-sentinel/aegis/internal/gateway"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/guardnats"
 	"github.com/aegis-sentinel/aegis/internal/store"
+	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // fleetConfig is serve's optional membership in a fleet of gateways:
 //
 //	fleet:
-//	  name: gw-a                  # this gateway's name (default host-port)
+//	  name: gw-a                    # this gateway's name (default host-port)
+//	  nats: nats://10.0.0.5:4222    # publish events, join the fleet view
+//	  guard_workers: llama-guard-3  # ask the guard workers of this model
 type fleetConfig struct {
-	Name string `yaml:"name"`
+	Name         string `yaml:"name"`
+	NATS         string `yaml:"nats"`
+	GuardWorkers string `yaml:"guard_workers"`
+}
+
+// fleetFlags adds serve's fleet flags; they override the config.
+func fleetFlags(c *cobra.Command, f *fleetConfig) {
+	fl := c.Flags()
+	fl.StringVar(&f.Name, "name", "", "this gateway's name in the fleet and the shared incident log (default host-port)")
+	fl.StringVar(&f.NATS, "nats", "", "NATS server URL: publish live events for every gateway's /ui and aegis fleet, and reach guard workers")
+	fl.StringVar(&f.GuardWorkers, "guard-workers", "", "ask the guard workers (aegis guard-worker) of this model over --nats; a --guard-model server answers while NATS is down")
+}
+
+func (f fleetConfig) merge(flags fleetConfig) fleetConfig {
+	if flags.Name != "" {
+		f.Name = flags.Name
+	}
+	if flags.NATS != "" {
+		f.NATS = flags.NATS
+	}
+	if flags.GuardWorkers != "" {
+		f.GuardWorkers = flags.GuardWorkers
+	}
+	return f
+}
+
+// startFleet joins the fleet when fleet.nats is set: the gateway's events
+// go out on NATS, its dashboard shows every member, its metrics carry a
+// gateway label, and guard_llm checks may name nats. With guard_workers,
+// every request also gets a guard_llm check sent to those workers, with
+// the local guard server (sup, may be nil) as the fallback while NATS is
+// unreachable. It returns the function that leaves.
+func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *gateway.Gateway, sup *supervisor.Supervisor, log *slog.Logger) (func(), error) {
+	fc := cfg.Fleet
+	guardnats.Register(log) // guard_llm checks in the policy may name nats
+	if fc.NATS == "" {
+		if fc.GuardWorkers != "" {
+			return nil, usagef("--guard-workers needs --nats")
+		}
+		return func() {}, nil
+	}
+	name := fc.gatewayName(cfg.Listen)
+	nc, err := guardnats.Conn(fc.NATS, log)
+	if err != nil {
+		return nil, err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	pub := fleet.NewGateway(nc, obs.Bus, name, cfg.Listen)
+	done := make(chan struct{})
+	go func() { defer close(done); pub.Run(fctx) }()
+	view, err := fleet.Watch(fctx, nc, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	obs.Dashboard.Fleet = func() any {
+		ms := view.Members()
+		return struct {
+			Members []fleet.Member `json:"members"`
+			Total   fleet.Totals   `json:"total"`
+		}{ms, fleet.Sum(ms)}
+	}
+	obs.metricsHandler = labelled(obs.Metrics.Registry(), name)
+	if fc.GuardWorkers != "" {
+		g.Extra = workerExtra(sup, cfg.GuardServer, fc, log)
+	}
+	log.Info("joined the fleet", "nats", fc.NATS, "gateway", name, "events", pub.Subject())
+	return func() { cancel(); <-done }, nil
+}
+
+// workerExtra adds a guard_llm check that asks the guard workers of
+// fc.GuardWorkers, falling back to the local guard server while NATS is
+// unreachable, in place of the local-only check.
+func workerExtra(sup *supervisor.Supervisor, gc guardServerConfig, fc fleetConfig, log *slog.Logger) func(*validator.Request) []validator.Validator {
+	failOpen := true
+	if gc.FailOpen != nil {
+		failOpen = *gc.FailOpen
+	}
+	return func(req *validator.Request) []validator.Validator {
+		c := llm.Config{NATS: fc.NATS, Model: fc.GuardWorkers, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen}
+		if sup != nil {
+			c.URL = sup.URL()
+		}
+		v, err := llm.New(c, req, nil)
+		if err != nil {
+			log.Warn("guard check not built", "err", err)
+			return nil
+		}
+		return []validator.Validator{v}
+	}
+}
+
+// labelled serves reg's metrics with a gateway label on every series, so
+// the metrics of a fleet's gateways stay apart when scraped together.
+func labelled(reg *prometheus.Registry, name string) http.Handler {
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := reg.Gather()
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("gateway"), Value: proto.String(name)})
+			}
+		}
+		return mfs, err
+	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
 // gatewayName is the configured name, else the host name and the listen

@@ -63,6 +63,10 @@ type Dashboard struct {
 	// the dashboard answers only loopback peers, even when the server
 	// listens more widely: incidents may hold output text.
 	AllowRemote bool
+	// Fleet, when set, returns the whole fleet (gateways with their
+	// totals, guard workers) for GET /ui/api/fleet and the page's fleet
+	// panel; nil answers {"enabled": false} there (a gateway on its own).
+	Fleet func() any
 
 	incidents Incidents
 	sub       *events.Subscription
@@ -130,6 +134,7 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 	d.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	d.mux.HandleFunc("GET /ui/events", d.serveEvents)
 	d.mux.HandleFunc("GET /ui/api/incidents", d.serveIncidents)
+	d.mux.HandleFunc("GET /ui/api/fleet", d.serveFleet)
 	d.mux.Handle("GET /ui/", staticFiles(files))
 	return d
 }
@@ -449,6 +454,14 @@ func withSegments(inc store.Incident) incidentView {
 		v.Segments = store.Segments(inc.Text, inc.Findings)
 	}
 	return v
+}
+
+func (d *Dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
+	if d.Fleet == nil {
+		writeJSON(w, http.StatusOK, map[string]bool{"enabled": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, d.Fleet())
 }
 
 func (d *Dashboard) serveIncidents(w http.ResponseWriter, r *http.Request) {

@@ -285,5 +285,48 @@ function connect() {
   });
 }
 
+// ---- fleet (serve --nats) -------------------------------------------------
+
+function cells(tr, values) {
+  for (const [v, num] of values) {
+    const td = document.createElement("td");
+    td.textContent = v;
+    if (num) td.className = "num";
+    tr.append(td);
+  }
+  return tr;
+}
+
+function outcomes(t) {
+  return Object.entries((t && t.outcomes) || {}).sort().map(([k, n]) => k + " " + n).join(", ");
+}
+
+function ms(ns) { return ns ? (ns / 1e6).toFixed(1) + " ms" : "–"; }
+
+async function loadFleet() {
+  try {
+    const r = await fetch("api/fleet");
+    if (!r.ok) return true;
+    const f = await r.json();
+    if (f.enabled === false) return false; // not in a fleet: stop asking
+    const gws = (f.members || []).filter((m) => m.role === "gateway");
+    const workers = (f.members || []).filter((m) => m.role === "guard-worker");
+    const row = (id, host, t) => cells(document.createElement("tr"), [[id], [host], [t.requests || 0, 1],
+      [t.in_flight || 0, 1], [t.retries || 0, 1], [t.halts || 0, 1], [outcomes(t)]]);
+    const rowsG = gws.map((m) => row(m.id, m.host, m.totals || {}));
+    if (gws.length > 1) rowsG.push(row("total", "", f.total || {}));
+    $("fleet-gateways").replaceChildren(...rowsG);
+    $("fleet-workers").replaceChildren(...workers.map((m) => cells(document.createElement("tr"),
+      [[m.id], [m.model], [m.device || "–"], [m.calls || 0, 1], [ms(m.verdict_p50_ns), 1], [ms(m.verdict_p99_ns), 1]])));
+    $("fleet").hidden = false;
+  } catch (_) { /* retried */ }
+  return true;
+}
+
+async function pollFleet() {
+  if (await loadFleet()) setTimeout(pollFleet, 2000);
+}
+
 drawChart();
 connect();
+pollFleet();

@@ -50,6 +50,11 @@ type Config struct {
 	// while the output streams and asks for the verdict once at the end;
 	// output is then held back until that verdict.
 	PrefillOnly bool `json:"prefill_only" yaml:"prefill_only"`
+	// NATS sends the guard calls to guard workers over NATS (aegis
+	// guard-worker) instead of to URL; Model then names the workers'
+	// model. With URL also set, that server answers while NATS is
+	// unreachable.
+	NATS string `json:"nats" yaml:"nats"`
 }
 
 func init() {
@@ -65,15 +70,17 @@ pinned id_slot. A call that fails or outlives the deadline yields guard_unavaila
 fail_open is set, in which case the text is released unjudged. Guard models are asked in their
 own protocol (protocol: llama-guard, qwen3guard, granite-guardian, shieldgemma; auto detects it
 from the server's model; verdict-json is the generic prompt for general instruct models); their
-categories are carried in the finding.`,
+categories are carried in the finding. With nats set, the calls go to guard
+workers (aegis guard-worker) over NATS under the same rules; url, if also set, answers while
+NATS is unreachable.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
 			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
 		Example: "url: http://127.0.0.1:8081\nkind: llama\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\ncadence_tokens: 64\nid_slot: 0\n",
 		Config:  func() any { return &Config{} },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
-			if c == nil || c.URL == "" {
-				return nil, fmt.Errorf("guard_llm: url is required")
+			if c == nil || c.URL == "" && c.NATS == "" {
+				return nil, fmt.Errorf("guard_llm: url or nats is required")
 			}
 			return New(*c, req, nil)
 		},
@@ -88,7 +95,7 @@ var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8,
 type Guard struct {
 	proto    Protocol // as configured; auto is resolved per server
 	user     string   // the last user message, for response moderation
-	client   *Client
+	judge    Judge    // the guard server's client, or a remote judge (Config.NATS)
 	task     Task
 	context  string
 	cfg      Config
@@ -155,11 +162,26 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	}
 	g := &Guard{
 		proto:   proto,
-		client:  &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP},
 		task:    task,
 		cfg:     c,
 		now:     now,
 		cadence: 4 * c.CadenceTokens,
+	}
+	var local Judge
+	if c.URL != "" {
+		local = &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP}
+	}
+	g.judge = local
+	if c.NATS != "" {
+		if Remote == nil {
+			return nil, fmt.Errorf("guard_llm: nats is not available in this build")
+		}
+		if g.judge, err = Remote(c, local); err != nil {
+			return nil, fmt.Errorf("guard_llm: %w", err)
+		}
+	}
+	if g.judge == nil {
+		return nil, fmt.Errorf("guard_llm: url or nats is required")
 	}
 	if req != nil {
 		for _, m := range req.Messages {
@@ -230,22 +252,9 @@ func (g *Guard) startLocked(final bool) {
 // call runs one guard call on text in the configured protocol: a
 // cache-warming prefill or a verdict.
 func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error) {
-	proto, err := resolveCached(ctx, g.client, g.proto)
-	if err != nil {
-		return nil, err
-	}
-	if proto == ProtocolVerdictJSON {
-		prompt := BuildPrompt(g.task, g.context, text)
-		if c.prefill {
-			return nil, g.client.Prefill(ctx, prompt)
-		}
-		return g.client.Check(ctx, g.task, prompt)
-	}
 	s := g.subject(text)
-	if c.prefill {
-		return nil, g.client.Prefill(ctx, wirePrompt(nativeOf(proto), s))
-	}
-	return g.client.CheckNative(ctx, proto, s)
+	return g.judge.Judge(ctx, Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
+		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Prefill: c.prefill})
 }
 
 // subject is what a native-protocol call judges: the response so far,

@@ -1,0 +1,201 @@
+package guardnats
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aegis-sentinel/aegis/internal/fleet"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// countJudge answers pass (or fail for text "bad") and counts its calls.
+type countJudge struct{ n atomic.Int64 }
+
+func (c *countJudge) Judge(_ context.Context, j llm.Judgement) (*llm.Result, error) {
+	c.n.Add(1)
+	if j.Prefill {
+		return nil, nil
+	}
+	v := &validator.Verdict{Verdict: validator.Pass, Risk: validator.RiskLow, Action: validator.ActionRelease}
+	if j.Text == "bad" {
+		v = &validator.Verdict{Verdict: validator.Fail, Risk: validator.RiskHigh, Reason: validator.ReasonUnsafeContent, Action: validator.ActionHalt}
+	}
+	return &llm.Result{Verdict: v, PFail: 0.25, HasProbs: true, PromptTokens: 12}, nil
+}
+
+// conn dials nats with channels that report disconnects and reconnects.
+func conn(t *testing.T, url string) (nc *nats.Conn, down, up chan struct{}) {
+	t.Helper()
+	down, up = make(chan struct{}, 8), make(chan struct{}, 8)
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { down <- struct{}{} }),
+		nats.ReconnectHandler(func(*nats.Conn) { up <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, down, up
+}
+
+type runningWorker struct {
+	w    *Worker
+	j    *countJudge
+	stop func()
+}
+
+func startWorker(t *testing.T, url, id string) *runningWorker {
+	t.Helper()
+	nc, _, _ := conn(t, url)
+	j := &countJudge{}
+	w := &Worker{NC: nc, ID: id, Model: "stories", Device: func() string { return "CPU" }, Judge: j, Log: quiet}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; nc.Flush() }) }
+	t.Cleanup(stop)
+	// Serving once the fleet knows it.
+	for {
+		ms, err := fleet.RollCall(context.Background(), nc, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == id {
+				return &runningWorker{w, j, stop}
+			}
+		}
+	}
+}
+
+func judge(t *testing.T, s *Session, text string) *llm.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.Judge(ctx, llm.Judgement{Task: "safety", Protocol: "verdict-json", Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestRoundTripAndVerdicts(t *testing.T) {
+	n := testbed.StartNATS(t)
+	startWorker(t, n.URL, "w1")
+	nc, _, _ := conn(t, n.URL)
+	s := NewSession(nc, "stories", nil)
+	for _, tc := range []struct {
+		name, text string
+		want       validator.Outcome
+	}{
+		{"pass", "fine", validator.Pass},
+		{"fail", "bad", validator.Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := judge(t, s, tc.text)
+			if res.Verdict.Verdict != tc.want || !res.HasProbs || res.PFail != 0.25 || res.PromptTokens != 12 {
+				t.Errorf("result %+v verdict %+v", res, res.Verdict)
+			}
+		})
+	}
+	if s.Worker() != "w1" {
+		t.Errorf("session sticks to %q, want w1", s.Worker())
+	}
+	// A model nobody serves: an error at once, not a wait for the deadline.
+	other := NewSession(nc, "nobody", nil)
+	if _, err := other.Judge(context.Background(), llm.Judgement{Text: "x"}); err == nil {
+		t.Error("no error for a model without workers")
+	}
+}
+
+// TestStickyWorkerMovesWhenItDies: the calls of one response stay on one
+// worker while it lives, and move to another when it stops.
+func TestStickyWorkerMovesWhenItDies(t *testing.T) {
+	n := testbed.StartNATS(t)
+	ws := map[string]*runningWorker{"a": startWorker(t, n.URL, "a"), "b": startWorker(t, n.URL, "b")}
+	nc, _, _ := conn(t, n.URL)
+	s := NewSession(nc, "stories", nil)
+	judge(t, s, "first")
+	first := s.Worker()
+	if ws[first] == nil {
+		t.Fatalf("stuck to %q", first)
+	}
+	for range 20 {
+		judge(t, s, "more")
+		if s.Worker() != first {
+			t.Fatalf("moved from %s to %s while it lived", first, s.Worker())
+		}
+	}
+	if got := ws[first].j.n.Load(); got != 21 {
+		t.Fatalf("worker %s judged %d calls, want all 21", first, got)
+	}
+	ws[first].stop()
+	judge(t, s, "after")
+	if s.Worker() == first || s.Worker() == "" {
+		t.Fatalf("still on %q after it stopped", s.Worker())
+	}
+}
+
+// TestNATSDown: with NATS stopped, calls go to the fallback judge, or fail
+// at once without one; when NATS is back, they reach the workers again.
+func TestNATSDown(t *testing.T) {
+	n := testbed.StartNATS(t)
+	w := startWorker(t, n.URL, "w")
+	nc, down, up := conn(t, n.URL)
+	local := &countJudge{}
+	withFallback := NewSession(nc, "stories", local)
+	without := NewSession(nc, "stories", nil)
+	judge(t, withFallback, "warm")
+	n.Stop()
+	<-down
+	judge(t, withFallback, "while down")
+	if local.n.Load() != 1 {
+		t.Fatalf("fallback judged %d calls, want 1", local.n.Load())
+	}
+	if _, err := without.Judge(context.Background(), llm.Judgement{Text: "x"}); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("without fallback: %v, want ErrUnreachable", err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-up
+	before := w.j.n.Load()
+	// The worker reconnects by itself too; a call may meet the gap.
+	for w.j.n.Load() == before {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		without.Judge(ctx, llm.Judgement{Text: "back"})
+		cancel()
+	}
+}
+
+func TestWorkerAnnouncesMeasurements(t *testing.T) {
+	n := testbed.StartNATS(t)
+	w := startWorker(t, n.URL, "w")
+	nc, _, _ := conn(t, n.URL)
+	s := NewSession(nc, "stories", nil)
+	for range 5 {
+		judge(t, s, "x")
+	}
+	ms, err := fleet.RollCall(context.Background(), nc, 300*time.Millisecond)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("roll call %v, %v", ms, err)
+	}
+	m := ms[0]
+	if m.Role != fleet.RoleGuardWorker || m.Model != "stories" || m.Device != "CPU" || m.Calls != 5 ||
+		m.VerdictP50 <= 0 || m.Subject != Subject("stories") {
+		t.Errorf("member %+v", m)
+	}
+	_ = w
+}

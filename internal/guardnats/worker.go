@@ -1,0 +1,170 @@
+package guardnats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aegis-sentinel/aegis/internal/fleet"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+)
+
+// Worker serves guard calls for one model from the queue group and from
+// its own subject, running each on its judge (a client of its guard
+// server), at most Concurrency at a time. It announces itself to the
+// fleet with its measured time to verdict.
+type Worker struct {
+	NC     *nats.Conn
+	ID     string
+	Model  string
+	Device func() string // the device its guard server runs on now, as announced
+	Judge  llm.Judge     // asks the guard server
+	// Concurrency bounds the calls run at once (the server's slots);
+	// zero means 4. Further requests wait in NATS, not here.
+	Concurrency int
+	// MaxTimeout bounds a call whose request carries no timeout; zero
+	// means 10 s.
+	MaxTimeout time.Duration
+	Log        *slog.Logger
+
+	started  time.Time
+	calls    atomic.Uint64
+	errors   atomic.Uint64
+	inFlight atomic.Int64
+	mu       sync.Mutex
+	lat      []time.Duration // ring of recent times to verdict
+	next     int
+}
+
+// latencyRing is how many recent verdict times the percentiles cover.
+const latencyRing = 512
+
+// Run serves until ctx ends, then stops taking requests and waits for the
+// calls in flight.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.Concurrency <= 0 {
+		w.Concurrency = 4
+	}
+	if w.MaxTimeout <= 0 {
+		w.MaxTimeout = 10 * time.Second
+	}
+	if w.Log == nil {
+		w.Log = slog.Default()
+	}
+	w.started = time.Now()
+	sem := make(chan struct{}, w.Concurrency)
+	var wg sync.WaitGroup
+	handle := func(m *nats.Msg) {
+		sem <- struct{}{} // NATS holds further messages of this subscription meanwhile
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w.serve(ctx, m)
+		}()
+	}
+	q, err := w.NC.QueueSubscribe(Subject(w.Model), Queue, handle)
+	if err != nil {
+		return fmt.Errorf("guard worker: %w", err)
+	}
+	own, err := w.NC.Subscribe(WorkerSubject(w.ID), handle)
+	if err != nil {
+		q.Unsubscribe()
+		return fmt.Errorf("guard worker: %w", err)
+	}
+	actx, stop := context.WithCancel(context.Background())
+	defer stop()
+	if err := fleet.Announce(actx, w.NC, w.Member); err != nil {
+		q.Unsubscribe()
+		own.Unsubscribe()
+		return err
+	}
+	w.NC.Flush()
+	w.Log.Info("guard worker serving", "subject", Subject(w.Model), "own_subject", WorkerSubject(w.ID), "device", w.device())
+	<-ctx.Done()
+	q.Unsubscribe()
+	own.Unsubscribe()
+	wg.Wait()
+	return nil
+}
+
+func (w *Worker) serve(ctx context.Context, m *nats.Msg) {
+	w.inFlight.Add(1)
+	defer w.inFlight.Add(-1)
+	var req request
+	rep := reply{Worker: w.ID}
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		rep.Error = "bad request: " + err.Error()
+	} else {
+		timeout := w.MaxTimeout
+		if req.Timeout > 0 {
+			timeout = min(timeout, req.Timeout)
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		start := time.Now()
+		res, err := w.Judge.Judge(cctx, req.Judgement)
+		cancel()
+		w.calls.Add(1)
+		if err != nil {
+			w.errors.Add(1)
+			rep.Error = err.Error()
+		} else {
+			rep.Result = res
+			if !req.Prefill {
+				w.record(time.Since(start))
+			}
+		}
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		w.Log.Error("guard worker: encode reply", "err", err)
+		return
+	}
+	m.Respond(b)
+}
+
+func (w *Worker) record(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.lat) < latencyRing {
+		w.lat = append(w.lat, d)
+		return
+	}
+	w.lat[w.next] = d
+	w.next = (w.next + 1) % latencyRing
+}
+
+// percentiles returns the median and 99th percentile of the recent
+// verdict times.
+func (w *Worker) percentiles() (p50, p99 time.Duration) {
+	w.mu.Lock()
+	s := slices.Clone(w.lat)
+	w.mu.Unlock()
+	if len(s) == 0 {
+		return 0, 0
+	}
+	slices.Sort(s)
+	return s[len(s)/2], s[min(len(s)-1, len(s)*99/100)]
+}
+
+// Member is the worker's announcement.
+func (w *Worker) Member() fleet.Member {
+	p50, p99 := w.percentiles()
+	return fleet.Member{Role: fleet.RoleGuardWorker, ID: w.ID, Host: fleet.Hostname(), Started: w.started,
+		Model: w.Model, Subject: Subject(w.Model), Device: w.device(), VerdictP50: p50, VerdictP99: p99,
+		Calls: w.calls.Load(), Errors: w.errors.Load(), InFlight: int(w.inFlight.Load())}
+}
+
+func (w *Worker) device() string {
+	if w.Device == nil {
+		return ""
+	}
+	return w.Device()
+}
