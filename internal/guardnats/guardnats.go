@@ -164,10 +164,17 @@ func Conn(url string, log *slog.Logger) (*nats.Conn, error) {
 	return nc, nil
 }
 
+var registered sync.Once
+
 // Register makes guard_llm's nats setting work in this process: calls go
-// to the guard workers of the configured model.
+// to the guard workers of the configured model. Only the first call
+// counts (its logger reports the connections' state).
 func Register(log *slog.Logger) {
-	llm.Remote = func(c llm.Config, local llm.Judge) (llm.Judge, error) {
+	registered.Do(func() { llm.Remote = remote(log) })
+}
+
+func remote(log *slog.Logger) func(c llm.Config, local llm.Judge) (llm.Judge, error) {
+	return func(c llm.Config, local llm.Judge) (llm.Judge, error) {
 		if c.Model == "" {
 			return nil, errors.New("nats needs model: the guard workers' model name")
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-func openPG(t *testing.T, url string, opts Options) *Postgres {
+func openPG(t testing.TB, url string, opts Options) *Postgres {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

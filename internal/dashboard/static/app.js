@@ -287,7 +287,7 @@ function connect() {
 
 // ---- fleet (serve --nats) -------------------------------------------------
 
-function cells(tr, values) {
+function fleetCells(tr, values) {
   for (const [v, num] of values) {
     const td = document.createElement("td");
     td.textContent = v;
@@ -297,11 +297,11 @@ function cells(tr, values) {
   return tr;
 }
 
-function outcomes(t) {
+function fleetOutcomes(t) {
   return Object.entries((t && t.outcomes) || {}).sort().map(([k, n]) => k + " " + n).join(", ");
 }
 
-function ms(ns) { return ns ? (ns / 1e6).toFixed(1) + " ms" : "–"; }
+function fleetMs(ns) { return ns ? (ns / 1e6).toFixed(1) + " ms" : "–"; }
 
 async function loadFleet() {
   try {
@@ -311,13 +311,13 @@ async function loadFleet() {
     if (f.enabled === false) return false; // not in a fleet: stop asking
     const gws = (f.members || []).filter((m) => m.role === "gateway");
     const workers = (f.members || []).filter((m) => m.role === "guard-worker");
-    const row = (id, host, t) => cells(document.createElement("tr"), [[id], [host], [t.requests || 0, 1],
-      [t.in_flight || 0, 1], [t.retries || 0, 1], [t.halts || 0, 1], [outcomes(t)]]);
-    const rowsG = gws.map((m) => row(m.id, m.host, m.totals || {}));
-    if (gws.length > 1) rowsG.push(row("total", "", f.total || {}));
+    const fleetRow = (id, host, t) => fleetCells(document.createElement("tr"), [[id], [host], [t.requests || 0, 1],
+      [t.in_flight || 0, 1], [t.retries || 0, 1], [t.halts || 0, 1], [fleetOutcomes(t)]]);
+    const rowsG = gws.map((m) => fleetRow(m.id, m.host, m.totals || {}));
+    if (gws.length > 1) rowsG.push(fleetRow("total", "", f.total || {}));
     $("fleet-gateways").replaceChildren(...rowsG);
-    $("fleet-workers").replaceChildren(...workers.map((m) => cells(document.createElement("tr"),
-      [[m.id], [m.model], [m.device || "–"], [m.calls || 0, 1], [ms(m.verdict_p50_ns), 1], [ms(m.verdict_p99_ns), 1]])));
+    $("fleet-workers").replaceChildren(...workers.map((m) => fleetCells(document.createElement("tr"),
+      [[m.id], [m.model], [m.device || "–"], [m.calls || 0, 1], [fleetMs(m.verdict_p50_ns), 1], [fleetMs(m.verdict_p99_ns), 1]])));
     $("fleet").hidden = false;
   } catch (_) { /* retried */ }
   return true;

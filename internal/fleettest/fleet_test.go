@@ -1,0 +1,350 @@
+package fleettest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/aegis-sentinel/aegis/internal/cli"
+	"github.com/aegis-sentinel/aegis/internal/fleet"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/guardnats"
+	"github.com/aegis-sentinel/aegis/internal/store"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
+)
+
+// worker is an in-process guard worker with its own NATS connection;
+// kill closes that connection with calls in flight, which is what NATS
+// sees when a worker process dies.
+type worker struct {
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+func (w *worker) kill() { w.once.Do(func() { w.nc.Close(); w.cancel(); <-w.done }) }
+
+func startWorker(t *testing.T, natsURL, id, device, guardURL string) *worker {
+	t.Helper()
+	nc, err := fleet.Connect(natsURL, id, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &worker{nc: nc, cancel: cancel, done: make(chan struct{})}
+	judge := &llm.Client{BaseURL: guardURL, Kind: llm.KindLlama, Slot: -1, HTTP: &http.Client{}}
+	gw := &guardnats.Worker{NC: nc, ID: id, Model: "stories", Device: func() string { return device }, Judge: judge,
+		Concurrency: 2, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	go func() { defer close(w.done); gw.Run(ctx) }()
+	t.Cleanup(w.kill)
+	return w
+}
+
+// gateway runs `aegis serve` in-process and returns its base URL and the
+// function that stops it (also run at cleanup).
+func gateway(t *testing.T, name, upstream, natsURL, pgURL string) (string, func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var errb syncBuffer
+	go func() {
+		done <- cli.Run(ctx, []string{"serve", "--listen", addr, "--upstream", upstream, "--kind", "llama-server",
+			"--name", name, "--nats", natsURL, "--guard-workers", "stories", "--incidents", pgURL, "--log-format", "json"},
+			&cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &errb})
+	}()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("gateway %s exited %d:\n%s", name, code, errb.String())
+			}
+		})
+	}
+	t.Cleanup(stop)
+	for {
+		r, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			r.Body.Close()
+			return "http://" + addr, stop
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("gateway %s exited %d at start:\n%s", name, code, errb.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	r, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	if err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, r.StatusCode, err)
+	}
+	return string(b)
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(get(t, url)), v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// outcome is what a client learned about one streamed request.
+type outcome struct {
+	id       string
+	verdict  string
+	reason   string
+	attempts int
+	halted   bool
+	tail     time.Duration // last chunk read to end of stream
+}
+
+func stream(ctx context.Context, base string, i int) (outcome, error) {
+	body := `{"model":"stories","messages":[{"role":"user","content":"Tell a story about a cat."}],"max_tokens":24,"stream":true}`
+	if i%5 == 0 { // JSON the tiny model cannot write: retries and halts, the incidents
+		body = `{"model":"stories","messages":[{"role":"user","content":"Answer in JSON."}],"max_tokens":16,"stream":true,"response_format":{"type":"json_object"}}`
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return outcome{}, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	o := outcome{id: resp.Header.Get("X-Aegis-Request-Id")}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var last time.Time
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"error"`) {
+			o.halted = true
+		}
+		if line != "" {
+			last = time.Now()
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return o, err
+	}
+	o.tail = time.Since(last)
+	o.verdict = resp.Trailer.Get("X-Aegis-Verdict")
+	o.reason = resp.Trailer.Get("X-Aegis-Reason")
+	o.attempts, _ = strconv.Atoi(resp.Trailer.Get("X-Aegis-Attempts"))
+	return o, nil
+}
+
+// TestFleet is the fleet's acceptance run: three gateways, two guard
+// workers on real llama-servers (CPU and Vulkan0), one NATS, one
+// PostgreSQL, 300 streamed requests; a worker is killed, NATS is stopped
+// and restarted, and PostgreSQL is restarted, all mid-run. Every request
+// must end with a verdict, and every incident must be in PostgreSQL
+// exactly once.
+func TestFleet(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu", "llama-vulkan")
+	nt := testbed.StartNATS(t)
+	pg := testbed.StartPostgres(t)
+	workers := []*worker{
+		startWorker(t, nt.URL, "worker-cpu", "CPU", env.LlamaCPUURL),
+		startWorker(t, nt.URL, "worker-vulkan0", "Vulkan0", env.LlamaVulkanURL),
+	}
+	var gws []string
+	var stops []func()
+	for i := range 3 {
+		u, stop := gateway(t, fmt.Sprintf("gw%d", i+1), env.LlamaCPUURL, nt.URL, pg.URL)
+		gws, stops = append(gws, u), append(stops, stop)
+	}
+
+	const total = 300
+	ctx := context.Background()
+	jobs := make(chan int)
+	results := make([]outcome, total)
+	errs := make([]error, total)
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+				results[i], errs[i] = stream(rctx, gws[i%len(gws)], i)
+				cancel()
+			}
+		}()
+	}
+	for i := range total {
+		switch i {
+		case 60:
+			workers[0].kill()
+			t.Log("killed worker-cpu")
+		case 120:
+			nt.Stop()
+			t.Log("stopped NATS")
+		case 160:
+			if err := nt.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Log("started NATS again")
+		case 200:
+			pg.Stop()
+			t.Log("stopped PostgreSQL")
+		case 240:
+			if err := pg.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Log("started PostgreSQL again")
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+
+	// The fleet view lists the gateways and the live worker.
+	nc, err := nats.Connect(nt.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ms, err := fleet.RollCall(ctx, nc, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, m := range ms {
+		names = append(names, m.ID)
+		if m.Role == fleet.RoleGuardWorker && m.Calls == 0 {
+			t.Errorf("%s judged nothing", m.ID)
+		}
+	}
+	if fmt.Sprint(names) != "[gw1 gw2 gw3 worker-vulkan0]" {
+		t.Errorf("fleet lists %v, want the three gateways and worker-vulkan0", names)
+	}
+
+	// aegis fleet prints it in the terminal.
+	var out syncBuffer
+	if code := cli.Run(ctx, []string{"fleet", "--nats", nt.URL}, &cli.IO{In: strings.NewReader(""), Out: &out, Err: io.Discard}); code != 0 {
+		t.Errorf("aegis fleet exited %d", code)
+	}
+	for _, w := range []string{"gw1", "gw2", "gw3", "total", "worker-vulkan0", "Vulkan0"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("aegis fleet output lacks %q:\n%s", w, out.String())
+		}
+	}
+
+	// Any gateway's dashboard shows the whole fleet; metrics carry the gateway.
+	var view struct {
+		Members []fleet.Member `json:"members"`
+		Total   fleet.Totals   `json:"total"`
+	}
+	getJSON(t, gws[1]+"/ui/api/fleet", &view)
+	if len(view.Members) != 4 || view.Total.Requests != total {
+		t.Errorf("gw2's fleet view: %d members, %d requests in total; want 4 and %d", len(view.Members), view.Total.Requests, total)
+	}
+	if m := get(t, gws[2]+"/metrics"); !strings.Contains(m, `gateway="gw3"`) {
+		t.Errorf("gw3's metrics lack the gateway label:\n%.500s", m)
+	}
+
+	want := map[string][2]int{} // request id -> retries, halts
+	var maxTail time.Duration
+	for i, o := range results {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if o.id == "" || (o.verdict != "pass" && o.verdict != "fail") || o.attempts < 1 {
+			t.Fatalf("request %d ended without a verdict: %+v", i, o)
+		}
+		h := 0
+		if o.halted {
+			h = 1
+		}
+		want[o.id] = [2]int{o.attempts - 1, h}
+		maxTail = max(maxTail, o.tail)
+	}
+	t.Logf("longest wait from the last chunk to the end of a stream: %s", maxTail)
+
+	// Stop the gateways: their incident logs write what they buffered.
+	for _, stop := range stops {
+		stop()
+	}
+	st, err := store.OpenPostgres(ctx, pg.URL, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	list, err := st.List(ctx, store.Filter{Limit: 100_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int{}
+	perGW := map[string]int{}
+	seen := map[string]bool{}
+	for _, inc := range list {
+		key := fmt.Sprintf("%s/%d/%s", inc.RequestID, inc.Attempt, inc.Kind)
+		if seen[key] {
+			t.Errorf("incident %s stored twice", key)
+		}
+		seen[key] = true
+		c := got[inc.RequestID]
+		if inc.Kind == store.KindHalt {
+			c[1]++
+		} else {
+			c[0]++
+		}
+		got[inc.RequestID] = c
+		perGW[inc.Gateway]++
+	}
+	var incidents int
+	for id, w := range want {
+		incidents += w[0] + w[1]
+		if got[id] != w {
+			t.Errorf("request %s: %d retries and %d halts in PostgreSQL, the client saw %d and %d", id, got[id][0], got[id][1], w[0], w[1])
+		}
+	}
+	if incidents == 0 {
+		t.Fatal("no incidents: the run proved nothing about the log")
+	}
+	if len(list) != incidents {
+		t.Errorf("%d incidents in PostgreSQL, want %d", len(list), incidents)
+	}
+	t.Logf("%d incidents, per gateway %v", len(list), perGW)
+}
