@@ -126,9 +126,14 @@ func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, co
 	return w.Run(ctx)
 }
 
+// supDevice names the serving device for the fleet: CPU (llama.cpp's
+// "-dev none"), a llama.cpp device name, or "stopped" when none serves.
 func supDevice(sup *supervisor.Supervisor) string {
 	if sup.URL() == "" {
-		return "none"
+		return "stopped"
 	}
-	return sup.Device().Name
+	if d := sup.Device(); !d.IsCPU() {
+		return d.Name
+	}
+	return "CPU"
 }

@@ -6,6 +6,7 @@
 package events
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,18 @@ func (k Kind) String() string {
 
 // MarshalText encodes the kind by name.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText decodes a kind name, so events read back from JSON (the
+// fleet's event subjects) keep their kind.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for c := RequestStarted; c <= GuardStatus; c++ {
+		if c.String() == string(b) {
+			*k = c
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown event kind %q", b)
+}
 
 // Event is one thing that happened to one request. Fields that do not
 // apply to a kind are zero.

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 )
@@ -59,5 +60,22 @@ func TestKindString(t *testing.T) {
 		if k.String() == "unknown" {
 			t.Errorf("kind %d has no name", k)
 		}
+	}
+}
+
+func TestKindJSONRoundTrip(t *testing.T) {
+	for k := RequestStarted; k <= GuardStatus; k++ {
+		b, err := json.Marshal(Event{Kind: k, RequestID: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e Event
+		if err := json.Unmarshal(b, &e); err != nil || e.Kind != k {
+			t.Errorf("%s: decoded %v, %v", k, e.Kind, err)
+		}
+	}
+	var e Event
+	if err := json.Unmarshal([]byte(`{"kind":"bogus"}`), &e); err == nil {
+		t.Error("unknown kind decoded without error")
 	}
 }

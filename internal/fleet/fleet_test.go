@@ -45,14 +45,14 @@ func TestGatewayPublishesAndAnnounces(t *testing.T) {
 		if m.Subject != "aegis.events.gw_a" {
 			t.Errorf("subject %q", m.Subject)
 		}
-		var e map[string]any
+		var e events.Event
 		if err := json.Unmarshal(m.Data, &e); err != nil {
 			t.Fatal(err)
 		}
-		if e["kind"] != want || e["request_id"] != "r1" {
-			t.Errorf("event %d = %v, want %s", i, e, want)
+		if e.Kind.String() != want || e.RequestID != "r1" {
+			t.Errorf("event %d = %+v, want %s", i, e, want)
 		}
-		if _, ok := e["text"]; ok {
+		if e.Text != "" {
 			t.Errorf("event %d carries the output text", i)
 		}
 	}

@@ -199,3 +199,39 @@ func TestWorkerAnnouncesMeasurements(t *testing.T) {
 	}
 	_ = w
 }
+
+// TestGuardValidatorOverNATS runs the guard_llm check with nats set: a
+// worker's fail verdict becomes the check's finding even with fail_open,
+// so the gateway never releases text a live worker judged unsafe.
+func TestGuardValidatorOverNATS(t *testing.T) {
+	n := testbed.StartNATS(t)
+	startWorker(t, n.URL, "w")
+	Register(quiet)
+	for _, tc := range []struct {
+		name, text string
+		want       validator.Reason
+	}{
+		{"judged fail", "bad", validator.ReasonUnsafeContent},
+		{"judged pass", "fine", validator.ReasonNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := llm.New(llm.Config{NATS: n.URL, Model: "stories", Protocol: "verdict-json", FailOpen: true, Deadline: 30 * time.Second}, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Write([]byte(tc.text))
+			g.Close()
+			g.Wait() // the final call has returned
+			if !g.Done() {
+				t.Fatal("no final verdict after the call returned")
+			}
+			var got validator.Reason
+			for _, f := range g.Findings() {
+				got = f.Reason
+			}
+			if got != tc.want || (tc.want == validator.ReasonNone && g.Settled() != len(tc.text)) {
+				t.Errorf("finding %q, settled %d; want %q", got, g.Settled(), tc.want)
+			}
+		})
+	}
+}

@@ -172,16 +172,13 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 		local = &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP}
 	}
 	g.judge = local
-	if c.NATS != "" {
-		if Remote == nil {
-			return nil, fmt.Errorf("guard_llm: nats is not available in this build")
-		}
+	if c.NATS != "" && Remote != nil { // without Remote (not aegis serve), url alone answers
 		if g.judge, err = Remote(c, local); err != nil {
 			return nil, fmt.Errorf("guard_llm: %w", err)
 		}
 	}
 	if g.judge == nil {
-		return nil, fmt.Errorf("guard_llm: url or nats is required")
+		return nil, fmt.Errorf("guard_llm: nats is reached by aegis serve only; give url too")
 	}
 	if req != nil {
 		for _, m := range req.Messages {
