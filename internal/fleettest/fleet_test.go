@@ -152,8 +152,21 @@ func stream(ctx context.Context, base string, i int) (outcome, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		// Halted before the stream began (an upstream error): still a
+		// verdict, in the error body's aegis member.
 		b, _ := io.ReadAll(resp.Body)
-		return outcome{}, fmt.Errorf("status %d: %s", resp.StatusCode, b)
+		var e struct {
+			Aegis *struct {
+				Verdict   string `json:"verdict"`
+				Reason    string `json:"reason"`
+				RequestID string `json:"request_id"`
+				Attempts  int    `json:"attempts"`
+			} `json:"aegis"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Aegis == nil {
+			return outcome{}, fmt.Errorf("status %d without a verdict: %s", resp.StatusCode, b)
+		}
+		return outcome{id: e.Aegis.RequestID, verdict: e.Aegis.Verdict, reason: e.Aegis.Reason, attempts: e.Aegis.Attempts, halted: true}, nil
 	}
 	o := outcome{id: resp.Header.Get("X-Aegis-Request-Id")}
 	sc := bufio.NewScanner(resp.Body)
