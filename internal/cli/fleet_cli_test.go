@@ -17,7 +17,7 @@ func TestFleetCommandsUsage(t *testing.T) {
 		{"fronting needs a name", []string{"guard-worker", "--nats", "nats://127.0.0.1:1", "--guard-url", "http://127.0.0.1:1"}, "--model-name"},
 		{"bad kind", []string{"guard-worker", "--nats", "nats://127.0.0.1:1", "--guard-url", "http://127.0.0.1:1", "--model-name", "m", "--kind", "vllm"}, "unknown guard server kind"},
 		{"fleet needs nats", []string{"fleet"}, "needs --nats"},
-		{"workers need nats", []string{"serve", "--upstream", "http://127.0.0.1:1", "--kind", "llama-server", "--guard-workers", "m", "--listen", "127.0.0.1:0", "--incidents", "INCIDENTS"}, "--guard-workers needs --nats"},
+		{"workers need nats", []string{"serve", "--upstream", "http://127.0.0.1:1", "--kind", "llama-server", "--guard-workers", "m", "--listen", "127.0.0.1:0", "--incidents-db", "INCIDENTS"}, "--guard-workers needs --nats"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

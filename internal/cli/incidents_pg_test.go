@@ -33,10 +33,10 @@ func TestIncidentsPostgres(t *testing.T) {
 		notWant []string
 		code    int
 	}{
-		{"both gateways", []string{"incidents", "--db", pg.URL}, []string{"req-gw-a", "req-gw-b"}, nil, 0},
-		{"one gateway", []string{"incidents", "--db", pg.URL, "--gateway", "gw-b"}, []string{"req-gw-b"}, []string{"req-gw-a"}, 0},
-		{"show", []string{"incidents", "--db", pg.URL, "show", "1"}, []string{"req-gw-a", "secret_leak"}, nil, 0},
-		{"gateway needs postgres", []string{"incidents", "--db", "x.db", "--gateway", "gw-b"}, nil, nil, 2},
+		{"both gateways", []string{"incidents", "--incidents-db", pg.URL}, []string{"req-gw-a", "req-gw-b"}, nil, 0},
+		{"one gateway", []string{"incidents", "--incidents-db", pg.URL, "--gateway", "gw-b"}, []string{"req-gw-b"}, []string{"req-gw-a"}, 0},
+		{"show", []string{"incidents", "--incidents-db", pg.URL, "show", "1"}, []string{"req-gw-a", "secret_leak"}, nil, 0},
+		{"gateway needs postgres", []string{"incidents", "--incidents-db", "x.db", "--gateway", "gw-b"}, nil, nil, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := run(tc.args...)

@@ -121,3 +121,37 @@ func dial(b *testing.B, n *testbed.Engine) *nats.Conn {
 	b.Cleanup(nc.Close)
 	return nc
 }
+
+// BenchmarkThroughputLlama is guard calls per second through NATS to two
+// workers fronting the testbed's real llama-servers (CPU and Vulkan0)
+// with its tiny model: end-to-end verdicts, bounded by the servers.
+func BenchmarkThroughputLlama(b *testing.B) {
+	env := testbed.Require(b, "llama-cpu", "llama-vulkan")
+	n := testbed.StartNATS(b)
+	for id, url := range map[string]string{"cpu": env.LlamaCPUURL, "vulkan0": env.LlamaVulkanURL} {
+		w := &Worker{NC: dial(b, n), ID: id, Model: "stories", Concurrency: 2, Log: quiet,
+			Judge: &llm.Client{BaseURL: url, Kind: llm.KindLlama, Slot: -1, HTTP: &http.Client{}}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); w.Run(ctx) }()
+		b.Cleanup(func() { cancel(); <-done })
+	}
+	nc := dial(b, n)
+	j := llm.Judgement{Protocol: "verdict-json", Task: "safety", Text: "Once upon a time there was a little cat. It liked to play in the sun."}
+	b.SetParallelism(2)
+	start := time.Now()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		s := NewSession(nc, "stories", nil)
+		for pb.Next() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err := s.Judge(ctx, j)
+			cancel()
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+}

@@ -131,18 +131,37 @@ func (s *Session) decode(msg *nats.Msg, err error) (*llm.Result, error) {
 		}
 		return nil, fmt.Errorf("guard over nats: %w", err)
 	}
+	worker, res, err := parseReply(msg.Data)
+	s.stick(worker)
+	return res, err
+}
+
+// parseReply decodes a worker's reply: who answered, and its result or
+// error. A result must carry a verdict; a prefill's reply carries none.
+func parseReply(data []byte) (worker string, res *llm.Result, err error) {
 	var r reply
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return nil, fmt.Errorf("guard over nats: bad reply: %w", err)
+	if err := json.Unmarshal(data, &r); err != nil {
+		return "", nil, fmt.Errorf("guard over nats: bad reply: %w", err)
 	}
-	s.stick(r.Worker)
 	if r.Error != "" {
-		return nil, fmt.Errorf("guard worker %s: %s", r.Worker, r.Error)
+		return r.Worker, nil, fmt.Errorf("guard worker %s: %s", r.Worker, r.Error)
 	}
 	if r.Result != nil && r.Result.Verdict == nil {
-		return nil, fmt.Errorf("guard worker %s: reply without a verdict", r.Worker)
+		return r.Worker, nil, fmt.Errorf("guard worker %s: reply without a verdict", r.Worker)
 	}
-	return r.Result, nil
+	return r.Worker, r.Result, nil
+}
+
+// parseRequest decodes a gateway's guard call.
+func parseRequest(data []byte) (request, error) {
+	var req request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return request{}, fmt.Errorf("bad request: %w", err)
+	}
+	if req.Timeout < 0 {
+		return request{}, fmt.Errorf("bad request: negative timeout")
+	}
+	return req, nil
 }
 
 var conns sync.Map // URL -> *nats.Conn, one per process

@@ -98,10 +98,9 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) serve(ctx context.Context, m *nats.Msg) {
 	w.inFlight.Add(1)
 	defer w.inFlight.Add(-1)
-	var req request
 	rep := reply{Worker: w.ID}
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		rep.Error = "bad request: " + err.Error()
+	if req, err := parseRequest(m.Data); err != nil {
+		rep.Error = err.Error()
 	} else {
 		timeout := w.MaxTimeout
 		if req.Timeout > 0 {
