@@ -151,11 +151,14 @@ uses, and caches it.`,
 						o.Stability = 1
 					}
 				}
-				if isTTY(stdio.Err) {
+				tty := isTTY(stdio.Err)
+				if tty {
 					o.Progress = progressBar(stdio.Err)
+				} else {
+					o.Progress = progressLines(stdio.Err, "aegis bench: ")
 				}
 				rep, err := bench.Run(ctx, o)
-				if o.Progress != nil {
+				if tty {
 					fmt.Fprint(stdio.Err, "\r\033[K")
 				}
 				if rep == nil {

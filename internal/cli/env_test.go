@@ -106,3 +106,22 @@ func TestServeSetupConventions(t *testing.T) {
 		})
 	}
 }
+
+func TestProgressLines(t *testing.T) {
+	var b strings.Builder
+	p := progressLines(&b, "aegis bench: ")
+	p(1, 3, "cpu tg16")
+	p(3, 3, "done")
+	if got, want := b.String(), "aegis bench: [1/3] cpu tg16\naegis bench: [3/3] done\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestUserModelPathOutsideSource(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", dir)
+	p, err := userModelPath()
+	if err != nil || p != filepath.Join(dir, "aegis", "guard.bin") {
+		t.Fatalf("%q %v", p, err)
+	}
+}

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -45,12 +44,13 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 					root = r
 				}
 				if out == "" {
-					dir, err := moduleRoot()
-					if err != nil {
+					var err error
+					if out, err = userModelPath(); err != nil {
 						return usagef("train: %v (use --out FILE)", err)
 					}
-					out = filepath.Join(dir, defaultModelPath)
 				}
+				st := stepper{w: stdio.Err, name: "aegis train", start: start}
+				st.step("reading the training data under %s", root)
 				opt.HoldoutPercent = cfg.HoldoutPercent
 				if c.Flags().Changed("window") {
 					cfg.TrainWindows = []int{cfg.Window} // learn in the windows it will be scored in
@@ -65,6 +65,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 				if loso {
 					return printLOSO(stdio, exs, cfg, start)
 				}
+				st.step("training on %d examples", len(exs))
 				m, rep, err := classifier.Train(exs, cfg)
 				if err != nil {
 					return fmt.Errorf("train: %w", err)
@@ -93,7 +94,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		}
 		f := c.Flags()
 		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory, or $AEGIS_DATASETS)")
-		f.StringVar(&out, "out", "", "model file to write (default: "+defaultModelPath+" in the source tree)")
+		f.StringVar(&out, "out", "", "model file to write (default: $XDG_DATA_HOME/aegis/guard.bin; the binary embeds "+defaultModelPath+")")
 		f.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "shuffle seed")
 		f.IntVar(&cfg.Epochs, "epochs", cfg.Epochs, "training epochs")
 		f.Uint8Var(&cfg.Bits, "bits", cfg.Bits, "log2 of the hashed feature table size")
@@ -162,24 +163,6 @@ func printLOLO(stdio *IO, root string, opt dataset.Options, cfg classifier.Train
 	fmt.Fprintf(w, "%-8s %5s %5s %6.3f %8.3f %6.3f\n", "mean", "", "", auc/n, rec/n, fpr/n)
 	fmt.Fprintf(w, "in %s\n", time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// moduleRoot walks up from the working directory to the directory with go.mod.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func sortedKeys(m map[string]float64) []string {
