@@ -19,7 +19,7 @@ import (
 func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route routeKind) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, apiError{Message: route.String() + " takes POST", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
+		fail(w, r.URL.Path, http.StatusMethodNotAllowed, apiError{Message: route.String() + " takes POST", Type: "invalid_request_error", Code: "method_not_allowed"})
 		return
 	}
 	if !g.acquireStream() {
