@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -69,7 +70,7 @@ device and measured time to verdict.`,
 		f := c.Flags()
 		f.StringVar(&natsURL, "nats", "", "NATS server URL, such as nats://127.0.0.1:4222")
 		f.StringVar(&gs.Model, "model", "", "GGUF guard model to run on a supervised llama-server")
-		f.StringVar(&gs.Device, "device", "", "device for the guard model: auto (measure, cached), CPU, or a llama.cpp device name such as Vulkan0 (default auto)")
+		f.StringVar(&gs.Device, "device", "", "device for the guard model: auto (measure, cached), CPU, or a llama.cpp device name such as Vulkan0 (default auto); with --guard-url, the device that server runs on, as announced")
 		f.StringVar(&gs.LlamaServer, "llama-server", "", "llama-server binary (default: llama-server on PATH)")
 		f.StringArrayVar(&gs.Env, "env", nil, "K=V environment for the guard server, repeatable")
 		f.StringVar(&guardURL, "guard-url", "", "use this running guard server instead of starting one")
@@ -107,7 +108,7 @@ func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, co
 	gs guardServerConfig, guardURL string, kind llm.Kind, ollamaModel string) error {
 	log := logging.New(stdio.Err, logging.Options{})
 	judge := serverJudge{url: func() string { return guardURL }, kind: kind, model: ollamaModel}
-	device := func() string { return "external" }
+	device := func() string { return cmp.Or(gs.Device, "external") } // a running server: what --device says it is
 	if gs.Model != "" {
 		sup, err := startGuardServer(ctx, gs, nil, log)
 		if err != nil {

@@ -7,9 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,38 +21,69 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/cli"
 	"github.com/aegis-sentinel/aegis/internal/fleet"
-	"github.com/aegis-sentinel/aegis/internal/guard/llm"
-	"github.com/aegis-sentinel/aegis/internal/guardnats"
 	"github.com/aegis-sentinel/aegis/internal/store"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
-// worker is an in-process guard worker with its own NATS connection;
-// kill closes that connection with calls in flight, which is what NATS
-// sees when a worker process dies.
-type worker struct {
-	nc     *nats.Conn
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+// buildAegis builds the aegis binary once for the worker processes.
+func buildAegis(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "aegis")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/aegis-sentinel/aegis/cmd/aegis").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
 
-func (w *worker) kill() { w.once.Do(func() { w.nc.Close(); w.cancel(); <-w.done }) }
+// worker is an `aegis guard-worker` process fronting a testbed
+// llama-server; kill sends it SIGKILL, calls in flight and all.
+type worker struct {
+	cmd  *exec.Cmd
+	log  *syncBuffer
+	once sync.Once
+}
 
-func startWorker(t *testing.T, natsURL, id, device, guardURL string) *worker {
+func (w *worker) kill() { w.once.Do(func() { w.cmd.Process.Kill(); w.cmd.Wait() }) }
+
+func startWorker(t *testing.T, bin, natsURL, id, device, guardURL string) *worker {
 	t.Helper()
-	nc, err := fleet.Connect(natsURL, id, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := &worker{log: &syncBuffer{}}
+	w.cmd = exec.Command(bin, "guard-worker", "--nats", natsURL, "--guard-url", guardURL, "--model-name", "stories",
+		"--id", id, "--device", device, "--concurrency", "2")
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.kill)
+	return w
+}
+
+// waitMembers waits until the roll call lists every one of ids.
+func waitMembers(t *testing.T, natsURL string, ids ...string) {
+	t.Helper()
+	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{nc: nc, cancel: cancel, done: make(chan struct{})}
-	judge := &llm.Client{BaseURL: guardURL, Kind: llm.KindLlama, Slot: -1, HTTP: &http.Client{}}
-	gw := &guardnats.Worker{NC: nc, ID: id, Model: "stories", Device: func() string { return device }, Judge: judge,
-		Concurrency: 2, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	go func() { defer close(w.done); gw.Run(ctx) }()
-	t.Cleanup(w.kill)
-	return w
+	defer nc.Close()
+	for {
+		ms, err := fleet.RollCall(context.Background(), nc, 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, m := range ms {
+			have[m.ID] = true
+		}
+		all := true
+		for _, id := range ids {
+			all = all && have[id]
+		}
+		if all {
+			return
+		}
+	}
 }
 
 // gateway runs `aegis serve` in-process and returns its base URL and the
@@ -192,7 +224,7 @@ func stream(ctx context.Context, base string, i int) (outcome, error) {
 }
 
 // TestFleet is the fleet's acceptance run: three gateways, two guard
-// workers on real llama-servers (CPU and Vulkan0), one NATS, one
+// worker processes fronting real llama-servers (CPU and Vulkan0), one NATS, one
 // PostgreSQL, 300 streamed requests; a worker is killed, NATS is stopped
 // and restarted, and PostgreSQL is restarted, all mid-run. Every request
 // must end with a verdict, and every incident must be in PostgreSQL
@@ -201,10 +233,12 @@ func TestFleet(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu", "llama-vulkan")
 	nt := testbed.StartNATS(t)
 	pg := testbed.StartPostgres(t)
+	bin := buildAegis(t)
 	workers := []*worker{
-		startWorker(t, nt.URL, "worker-cpu", "CPU", env.LlamaCPUURL),
-		startWorker(t, nt.URL, "worker-vulkan0", "Vulkan0", env.LlamaVulkanURL),
+		startWorker(t, bin, nt.URL, "worker-cpu", "CPU", env.LlamaCPUURL),
+		startWorker(t, bin, nt.URL, "worker-vulkan0", "Vulkan0", env.LlamaVulkanURL),
 	}
+	waitMembers(t, nt.URL, "worker-cpu", "worker-vulkan0")
 	var gws []string
 	var stops []func()
 	for i := range 3 {
@@ -233,7 +267,7 @@ func TestFleet(t *testing.T) {
 		switch i {
 		case 60:
 			workers[0].kill()
-			t.Log("killed worker-cpu")
+			t.Log("killed worker-cpu (SIGKILL)")
 		case 120:
 			nt.Stop()
 			t.Log("stopped NATS")
@@ -269,8 +303,11 @@ func TestFleet(t *testing.T) {
 	var names []string
 	for _, m := range ms {
 		names = append(names, m.ID)
-		if m.Role == fleet.RoleGuardWorker && m.Calls == 0 {
-			t.Errorf("%s judged nothing", m.ID)
+		if m.Role == fleet.RoleGuardWorker {
+			if m.Calls == 0 {
+				t.Errorf("%s judged nothing", m.ID)
+			}
+			t.Logf("%s on %s: %d guard calls, %d errors, time to verdict p50 %s p99 %s", m.ID, m.Device, m.Calls, m.Errors, m.VerdictP50, m.VerdictP99)
 		}
 	}
 	if fmt.Sprint(names) != "[gw1 gw2 gw3 worker-vulkan0]" {
