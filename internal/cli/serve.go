@@ -97,7 +97,10 @@ any OpenAI-compatible server, and every response is checked, repaired or stopped
 
 listens on 127.0.0.1:8088, detects the upstream's kind (llama-server, ollama, openai) and
 applies the default policy. Endpoints: POST /v1/chat/completions, POST /v1/completions,
-GET /v1/models, GET /health, and Ollama's POST /api/chat and /api/generate in front of Ollama.
+POST /v1/embeddings, GET /v1/models and /v1/models/{id}, GET /health, GET and HEAD / (a
+heartbeat), and in front of Ollama its API: /api/chat and /api/generate checked, model
+information and embeddings passed through, model management refused unless the config sets
+allow_management: true.
 A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.
 
 The same listener serves Prometheus metrics at /metrics and the live dashboard at /ui.
