@@ -23,7 +23,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 		return
 	}
 	if !g.acquireStream() {
-		busy(w, cap(g.streams))
+		busy(w, r.URL.Path, cap(g.streams))
 		return
 	}
 	defer g.releaseStream()

@@ -97,11 +97,11 @@ func (g *Gateway) acquireStream() bool {
 func (g *Gateway) releaseStream() { <-g.streams }
 
 // busy answers a request refused because every stream slot is taken.
-func busy(w http.ResponseWriter, limit int) {
+func busy(w http.ResponseWriter, path string, limit int) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, apiError{
+	fail(w, path, http.StatusServiceUnavailable, apiError{
 		Message: fmt.Sprintf("aegis is serving its limit of %d concurrent requests (max_concurrent_streams); retry shortly", limit),
-		Type:    "aegis_unavailable", Code: "aegis_overloaded"}, nil)
+		Type:    "aegis_unavailable", Code: "aegis_overloaded"})
 }
 
 // jsonContentType reports whether a request's Content-Type may carry a

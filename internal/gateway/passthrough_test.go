@@ -159,3 +159,40 @@ func TestTestbedOllamaLoadUnload(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
+
+// TestOllamaErrorShape: every error on an /api/ path is Ollama's
+// {"error": "..."}, which ollama clients print, never an OpenAI object
+// (which ollama-js prints as [object Object]).
+func TestOllamaErrorShape(t *testing.T) {
+	ol := mustUpstream(t, "ollama", "http://127.0.0.1:1", upstream.KindOllama)
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{ol}, AuthToken: "tok"})
+	for _, tc := range []struct {
+		name, method, path, body, token string
+		status                          int
+	}{
+		{"no token", "POST", "/api/chat", `{}`, "", 401},
+		{"wrong method", "GET", "/api/chat", "", "tok", 405},
+		{"bad JSON", "POST", "/api/generate", `{`, "tok", 400},
+		{"unknown path", "GET", "/api/nope", "", "tok", 404},
+		{"management", "POST", "/api/pull", `{}`, "tok", 403},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := readAllBody(t, resp)
+			var e struct {
+				Error string `json:"error"`
+			}
+			if resp.StatusCode != tc.status || json.Unmarshal(b, &e) != nil || e.Error == "" {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+		})
+	}
+}
