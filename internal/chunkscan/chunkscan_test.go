@@ -319,3 +319,25 @@ func TestFormatString(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendQuoted(t *testing.T) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "<tag>&amp;", "\b\f\n\r\t\x00\x1f\x7f", "é 😀 \u2028\u2029", "bad \xff\xfe utf-8 \xed\xa0\x80"} {
+		quotedMatches(t, []byte(s))
+	}
+}
+
+// quotedMatches holds AppendQuoted to json.Marshal.
+func quotedMatches(t *testing.T, s []byte) {
+	t.Helper()
+	want, _ := json.Marshal(string(s))
+	if got := AppendQuoted([]byte("x"), s); string(got) != "x"+string(want) {
+		t.Fatalf("AppendQuoted(%q) = %s, json.Marshal: %s", s, got[1:], want)
+	}
+}
+
+func FuzzAppendQuoted(f *testing.F) {
+	for _, tc := range cases {
+		f.Add([]byte(tc.in))
+	}
+	f.Fuzz(quotedMatches)
+}

@@ -86,6 +86,7 @@ func init() {
 			port                                                   int
 			guardFlagVals                                          guardServerConfig
 			fleetFlagVals                                          fleetConfig
+			cpuProfile                                             string
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -161,6 +162,13 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 				}
 				cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
 				cfg.Fleet = cfg.Fleet.merge(fleetFlagVals)
+				if cpuProfile != "" {
+					stop, err := startCPUProfile(cpuProfile)
+					if err != nil {
+						return err
+					}
+					defer stop()
+				}
 				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
 			},
 		}
@@ -179,6 +187,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.StringVar(&incidentsPath, "incidents", "", "the former name of --incidents-db")
 		f.MarkHidden("incidents")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
+		f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file until the server stops")
 		guardFlags(c, &guardFlagVals)
 		fleetFlags(c, &fleetFlagVals)
 		return c

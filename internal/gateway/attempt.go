@@ -280,7 +280,7 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
 	}
 	// Chunks still pending must outlive the stream reader's buffer.
 	for i := len(x.pending) - 1; i >= 0 && !x.pending[i].owned; i-- {
-		x.pending[i].raw, x.pending[i].owned = clone(x.pending[i].raw), true
+		x.pending[i].raw, x.pending[i].owned = x.keep(x.pending[i].raw), true
 	}
 	return true
 }
@@ -300,6 +300,18 @@ func (x *exchange) keepTail(p []byte, c *chunk) {
 }
 
 func clone(p []byte) []byte { return append([]byte(nil), p...) }
+
+// keep copies a chunk that must outlive the stream reader's buffer into a
+// buffer released chunks gave back, so that holding chunks back costs no
+// allocation once a stream is under way.
+func (x *exchange) keep(p []byte) []byte {
+	if n := len(x.spare); n > 0 {
+		b := x.spare[n-1]
+		x.spare = x.spare[:n-1]
+		return append(b, p...)
+	}
+	return clone(p)
+}
 
 // stallVerdict judges an attempt whose upstream stopped sending: the
 // checks' stall watchdog when it fired, else the gateway's idle timeout.

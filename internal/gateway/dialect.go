@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -46,9 +49,11 @@ func (k routeKind) upstreamPath(kind upstream.Kind) (string, error) {
 	return k.String(), nil
 }
 
-// chunk is what the gateway reads from one streamed payload.
+// chunk is what the gateway reads from one streamed payload. Its text
+// and identity point into the payload and a buffer the chunk reuses: they
+// are valid until the next parse.
 type chunk struct {
-	text      string
+	text      []byte
 	hasText   bool
 	toolCalls []openai.ToolCall
 	// olToolCalls are Ollama's native tool calls (whole, arguments as an object).
@@ -58,84 +63,80 @@ type chunk struct {
 	finish       bool
 	finishReason string
 	errMsg       string
-	id, model    string
-	fingerprint  string
 	created      int64
-	createdAt    string
+	// p and f are the payload and what the scanner found in it; the
+	// identity strings are read from them only when needed.
+	p   []byte
+	f   chunkscan.Fields
+	buf []byte
 }
 
-type oaChunk struct {
-	ID          string `json:"id"`
-	Created     int64  `json:"created"`
-	Model       string `json:"model"`
-	Fingerprint string `json:"system_fingerprint"`
-	Choices     []struct {
-		Delta struct {
-			Content   *string           `json:"content"`
-			ToolCalls []openai.ToolCall `json:"tool_calls"`
-		} `json:"delta"`
-		Text         *string `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Error json.RawMessage `json:"error"`
+func (c *chunk) str(sp chunkscan.Span) string { return string(chunkscan.AppendString(nil, c.p, sp)) }
+
+// is reports whether the string at sp reads s, without allocating for a
+// string without escapes.
+func (c *chunk) is(sp chunkscan.Span, s string) bool {
+	if !sp.Present() {
+		return s == ""
+	}
+	if b := c.p[sp.Start+1 : sp.End-1]; bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		return string(b) == s
+	}
+	return c.str(sp) == s
 }
 
-type olChunk struct {
-	Model     string `json:"model"`
-	CreatedAt string `json:"created_at"`
-	Message   *struct {
-		Content   string            `json:"content"`
-		ToolCalls []json.RawMessage `json:"tool_calls"`
-	} `json:"message"`
-	Response   *string `json:"response"`
-	Done       bool    `json:"done"`
-	DoneReason string  `json:"done_reason"`
-	Error      string  `json:"error"`
+func (k routeKind) format() chunkscan.Format {
+	switch k {
+	case routeCompletions:
+		return chunkscan.Completions
+	case routeOllamaChat, routeOllamaGenerate:
+		return chunkscan.Ollama
+	}
+	return chunkscan.Chat
 }
 
-// parse reads one payload of the route's stream into c.
+// parse reads one payload of the route's stream into c. It reads the
+// payload as encoding/json would into the wire structs (see chunkscan),
+// without allocating for a chunk of plain text.
 func (k routeKind) parse(p []byte, c *chunk) error {
-	*c = chunk{}
-	if k.ndjson() {
-		var o olChunk
-		if err := json.Unmarshal(p, &o); err != nil {
+	*c = chunk{buf: c.buf[:0], p: p}
+	if err := chunkscan.Scan(k.format(), p, &c.f); err != nil {
+		if k.ndjson() {
 			return fmt.Errorf("upstream sent a line that is not JSON: %w", err)
 		}
-		c.model, c.createdAt = o.Model, o.CreatedAt
-		if o.Error != "" {
-			c.errMsg = o.Error
-			return nil
-		}
-		if o.Message != nil {
-			c.text, c.hasText = o.Message.Content, o.Message.Content != ""
-			c.olToolCalls = o.Message.ToolCalls
-		} else if o.Response != nil {
-			c.text, c.hasText = *o.Response, *o.Response != ""
-		}
-		c.finish, c.finishReason = o.Done, o.DoneReason
-		return nil
-	}
-	var o oaChunk
-	if err := json.Unmarshal(p, &o); err != nil {
 		return fmt.Errorf("upstream sent an event that is not JSON: %w", err)
 	}
-	if len(o.Error) > 0 && string(o.Error) != "null" {
-		c.errMsg = string(o.Error)
+	f := &c.f
+	if k.ndjson() {
+		if c.errMsg = c.str(f.Error); c.errMsg != "" {
+			return nil
+		}
+	} else if f.Error.Present() {
+		c.errMsg = string(f.Error.Of(p))
 		return nil
 	}
-	c.id, c.model, c.created, c.fingerprint = o.ID, o.Model, o.Created, o.Fingerprint
-	if len(o.Choices) > 0 {
-		ch := &o.Choices[0]
-		if k == routeCompletions {
-			if ch.Text != nil {
-				c.text, c.hasText = *ch.Text, *ch.Text != ""
-			}
-		} else if ch.Delta.Content != nil {
-			c.text, c.hasText = *ch.Delta.Content, *ch.Delta.Content != ""
+	c.created = f.Created
+	c.buf = chunkscan.AppendString(c.buf, p, f.Text)
+	c.text, c.hasText = c.buf, len(c.buf) > 0
+	if f.ToolCallCount > 0 {
+		var err error
+		if k.ndjson() {
+			err = json.Unmarshal(f.ToolCalls.Of(p), &c.olToolCalls)
+		} else {
+			err = json.Unmarshal(f.ToolCalls.Of(p), &c.toolCalls)
 		}
-		c.toolCalls = ch.Delta.ToolCalls
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
-			c.finish, c.finishReason = true, *ch.FinishReason
+		if err != nil {
+			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
+		}
+	}
+	if k.ndjson() {
+		c.finish = f.Done
+		if f.FinishReason.Present() {
+			c.finishReason = c.str(f.FinishReason)
+		}
+	} else if f.FinishReason.Present() {
+		if c.finishReason = c.str(f.FinishReason); c.finishReason != "" {
+			c.finish = true
 		}
 	}
 	return nil
@@ -160,7 +161,7 @@ type template struct {
 
 func (t *template) learn(c *chunk, attempt int) {
 	if !t.set {
-		t.id, t.model, t.created, t.createdAt, t.fingerprint, t.set = c.id, c.model, c.created, c.createdAt, c.fingerprint, true
+		t.id, t.model, t.created, t.createdAt, t.fingerprint, t.set = c.str(c.f.ID), c.str(c.f.Model), c.created, c.str(c.f.CreatedAt), c.str(c.f.Fingerprint), true
 		t.attempt = attempt
 		return
 	}
@@ -176,7 +177,7 @@ func (t *template) foreign(k routeKind, c *chunk, attempt int) bool {
 	if !t.set || attempt == t.attempt || k.ndjson() {
 		return false // Ollama's native chunks carry no id; created_at is per chunk
 	}
-	return c.id != t.id || c.model != t.model || c.fingerprint != t.fingerprint || !t.createdVaries && c.created != t.created
+	return !c.is(c.f.ID, t.id) || !c.is(c.f.Model, t.model) || !c.is(c.f.Fingerprint, t.fingerprint) || !t.createdVaries && c.created != t.created
 }
 
 // restamp returns the chunk p of a retried attempt with the identity of
@@ -201,32 +202,76 @@ func (t *template) restamp(p []byte) []byte {
 }
 
 // synth returns a chunk carrying text, for text that must be cut out of
-// an upstream chunk (part of it released, or the rest after a retry).
-func (k routeKind) synth(t *template, text string) []byte {
-	var v any
+// an upstream chunk (part of it released, or the rest after a retry). It
+// is written into dst's storage, with the members in the order
+// encoding/json gives a map.
+func (k routeKind) synth(dst []byte, t *template, text []byte) []byte {
+	return k.appendChunk(dst, t, text, "")
+}
+
+// appendChunk appends a chunk with text and, when finish is set, the
+// finish reason that ends the answer.
+func (k routeKind) appendChunk(dst []byte, t *template, text []byte, finish string) []byte {
+	q := func(s string) { dst = chunkscan.AppendQuoted(dst, []byte(s)) }
 	switch k {
-	case routeChat:
-		m := map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
-			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": text}, "finish_reason": nil}}}
-		if t.fingerprint != "" {
-			m["system_fingerprint"] = t.fingerprint
+	case routeChat, routeCompletions:
+		dst = append(dst, `{"choices":[{`...)
+		if k == routeChat {
+			dst = append(dst, `"delta":{`...)
+			if finish == "" {
+				dst = append(dst, `"content":`...)
+				dst = chunkscan.AppendQuoted(dst, text)
+			}
+			dst = append(dst, `},`...)
 		}
-		v = m
-	case routeCompletions:
-		m := map[string]any{"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
-			"choices": []any{map[string]any{"index": 0, "text": text, "finish_reason": nil}}}
-		if t.fingerprint != "" {
-			m["system_fingerprint"] = t.fingerprint
+		dst = append(dst, `"finish_reason":`...)
+		if finish == "" {
+			dst = append(dst, "null"...)
+		} else {
+			q(finish)
 		}
-		v = m
-	case routeOllamaChat:
-		v = map[string]any{"model": t.model, "created_at": t.createdAt,
-			"message": map[string]any{"role": "assistant", "content": text}, "done": false}
-	default:
-		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": text, "done": false}
+		dst = append(dst, `,"index":0`...)
+		if k == routeCompletions {
+			dst = append(dst, `,"text":`...)
+			dst = chunkscan.AppendQuoted(dst, text)
+		}
+		dst = append(dst, `}],"created":`...)
+		dst = strconv.AppendInt(dst, t.created, 10)
+		dst = append(dst, `,"id":`...)
+		q(t.id)
+		dst = append(dst, `,"model":`...)
+		q(t.model)
+		if k == routeChat {
+			dst = append(dst, `,"object":"chat.completion.chunk"`...)
+		} else {
+			dst = append(dst, `,"object":"text_completion"`...)
+		}
+		if t.fingerprint != "" && finish == "" {
+			dst = append(dst, `,"system_fingerprint":`...)
+			q(t.fingerprint)
+		}
+		return append(dst, '}')
 	}
-	b, _ := json.Marshal(v)
-	return b
+	dst = append(dst, `{"created_at":`...)
+	q(t.createdAt)
+	if finish == "" {
+		dst = append(dst, `,"done":false`...)
+	} else {
+		dst = append(dst, `,"done":true,"done_reason":`...)
+		q(finish)
+	}
+	if k == routeOllamaChat {
+		dst = append(dst, `,"message":{"content":`...)
+		dst = chunkscan.AppendQuoted(dst, text)
+		dst = append(dst, `,"role":"assistant"}`...)
+	}
+	dst = append(dst, `,"model":`...)
+	q(t.model)
+	if k == routeOllamaGenerate {
+		dst = append(dst, `,"response":`...)
+		dst = chunkscan.AppendQuoted(dst, text)
+	}
+	return append(dst, '}')
 }
 
 // withMeta returns the JSON object p with the "aegis" member added.

@@ -54,7 +54,7 @@ func FuzzParseChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, k := range []routeKind{routeChat, routeCompletions, routeOllamaChat, routeOllamaGenerate} {
 			var c chunk
-			if k.parse([]byte(s), &c) == nil && c.hasText && c.text == "" {
+			if k.parse([]byte(s), &c) == nil && c.hasText && len(c.text) == 0 {
 				t.Fatalf("%s: hasText with empty text for %q", k, s)
 			}
 		}

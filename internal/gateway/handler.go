@@ -206,6 +206,11 @@ type exchange struct {
 	sent    int
 	pending []pend
 	tpl     template
+	// spare are buffers of released pending chunks, reused by keep;
+	// scratch holds a synthesized chunk until emit copies it.
+	spare   [][]byte
+	scratch []byte
+	rc      *http.ResponseController // made once, for every write
 
 	tools toolAcc
 	acc   fieldAcc // a non-streaming answer's other fields (rebuild.go)

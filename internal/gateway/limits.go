@@ -136,28 +136,32 @@ func (g *Gateway) withReadDeadline(w http.ResponseWriter, read func() ([]byte, i
 	return b, status, nil
 }
 
-// writeDeadline bounds one write to the client; the returned func lifts
-// it again (the next request on the connection must not inherit it).
-func (x *exchange) writeDeadline() func() {
-	rc := http.NewResponseController(x.w)
-	if rc.SetWriteDeadline(time.Now().Add(x.g.clientWriteTimeout())) != nil {
-		return func() {}
+// controller returns the response's controller, made once: every write
+// sets and lifts a deadline through it.
+func (x *exchange) controller() *http.ResponseController {
+	if x.rc == nil {
+		x.rc = http.NewResponseController(x.w)
 	}
-	return func() { rc.SetWriteDeadline(time.Time{}) }
+	return x.rc
 }
 
 // writeOut sends the buffered output to the client within the client
-// write timeout. A failed write (the client left, or read nothing for
-// that long) ends the request: its context is cancelled, which stops the
+// write timeout, lifted again after it (the next request on the
+// connection must not inherit it). A failed write (the client left, or
+// read nothing for that long) ends the request: its context is cancelled, which stops the
 // upstream generation.
 func (x *exchange) writeOut() {
-	defer x.writeDeadline()()
+	rc := x.controller()
+	armed := rc.SetWriteDeadline(time.Now().Add(x.g.clientWriteTimeout())) == nil
 	_, err := x.w.Write(x.out)
 	x.out = x.out[:0]
 	if err == nil {
-		if err = http.NewResponseController(x.w).Flush(); errors.Is(err, http.ErrNotSupported) {
+		if err = rc.Flush(); errors.Is(err, http.ErrNotSupported) {
 			err = nil
 		}
+	}
+	if armed {
+		rc.SetWriteDeadline(time.Time{})
 	}
 	if err != nil && x.cancel != nil {
 		x.cancel()

@@ -31,7 +31,8 @@ func (x *exchange) release(rp int) {
 		pc := &x.pending[n]
 		if pc.end > rp {
 			if rp > x.sent && pc.start < rp {
-				x.emit(x.route.synth(&x.tpl, string(x.text[x.sent:rp])))
+				x.scratch = x.route.synth(x.scratch[:0], &x.tpl, x.text[x.sent:rp])
+				x.emit(x.scratch)
 				x.sent = rp
 			}
 			break
@@ -40,10 +41,14 @@ func (x *exchange) release(rp int) {
 		case pc.start >= x.sent:
 			x.emit(pc.raw)
 		case pc.end > x.sent:
-			x.emit(x.route.synth(&x.tpl, string(x.text[x.sent:pc.end])))
+			x.scratch = x.route.synth(x.scratch[:0], &x.tpl, x.text[x.sent:pc.end])
+			x.emit(x.scratch)
 		}
 		if pc.end > x.sent {
 			x.sent = pc.end
+		}
+		if pc.owned { // emit copied it: its buffer serves a later chunk
+			x.spare = append(x.spare, pc.raw[:0])
 		}
 		n++
 	}
@@ -136,21 +141,7 @@ func (x *exchange) finalChunk() []byte {
 	if fr == "" {
 		fr = "stop"
 	}
-	var v any
-	switch x.route {
-	case routeChat:
-		v = map[string]any{"id": x.tpl.id, "object": "chat.completion.chunk", "created": x.tpl.created, "model": x.tpl.model,
-			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": fr}}}
-	case routeCompletions:
-		v = map[string]any{"id": x.tpl.id, "object": "text_completion", "created": x.tpl.created, "model": x.tpl.model,
-			"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": fr}}}
-	case routeOllamaChat:
-		v = map[string]any{"model": x.tpl.model, "created_at": x.tpl.createdAt, "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": fr}
-	default:
-		v = map[string]any{"model": x.tpl.model, "created_at": x.tpl.createdAt, "response": "", "done": true, "done_reason": fr}
-	}
-	b, _ := json.Marshal(v)
-	return b
+	return x.route.appendChunk(nil, &x.tpl, nil, fr)
 }
 
 // body200 assembles a non-streaming response from the streamed attempt:

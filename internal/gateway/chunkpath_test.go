@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/policy"
+)
+
+// TestAppendChunkMatchesMaps: the chunks the gateway writes itself (a
+// text split at the release point, the closing chunk) read byte for byte
+// as encoding/json writes the same members from a map, as they did when
+// they were built that way.
+func TestAppendChunkMatchesMaps(t *testing.T) {
+	tpls := map[string]template{
+		"llama-server":             {id: "chatcmpl-1", model: "stories", created: 1795327087, fingerprint: "b1-Debian", createdAt: "2026-11-24T16:00:00Z"},
+		"no fingerprint, odd text": {id: "<id>&", model: "m\u2028", created: -1, createdAt: "\x00"},
+	}
+	texts := []string{"", " Once", "a \"quoted\" <b>\n\ttab é 😀 \u2029 bad \xff"}
+	routes := []routeKind{routeChat, routeCompletions, routeOllamaChat, routeOllamaGenerate}
+	for name, tpl := range tpls {
+		for _, k := range routes {
+			for _, text := range texts {
+				got := string(k.synth([]byte("junk"), &tpl, []byte(text))[4:])
+				if want := mapSynth(k, &tpl, text); got != want {
+					t.Errorf("%s %s synth(%q):\n got %s\nwant %s", name, k, text, got, want)
+				}
+			}
+			for _, fr := range []string{"stop", "length"} {
+				x := &exchange{route: k, tpl: tpl, finish: fr}
+				if got, want := string(x.finalChunk()), mapFinal(k, &tpl, fr); got != want {
+					t.Errorf("%s %s final(%q):\n got %s\nwant %s", name, k, fr, got, want)
+				}
+			}
+		}
+	}
+}
+
+func mapSynth(k routeKind, t *template, text string) string {
+	var v map[string]any
+	switch k {
+	case routeChat, routeCompletions:
+		ch := map[string]any{"index": 0, "finish_reason": nil, "delta": map[string]any{"content": text}}
+		v = map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model, "choices": []any{ch}}
+		if k == routeCompletions {
+			delete(ch, "delta")
+			ch["text"] = text
+			v["object"] = "text_completion"
+		}
+		if t.fingerprint != "" {
+			v["system_fingerprint"] = t.fingerprint
+		}
+	case routeOllamaChat:
+		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": text}, "done": false}
+	default:
+		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": text, "done": false}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func mapFinal(k routeKind, t *template, fr string) string {
+	var v any
+	switch k {
+	case routeChat:
+		v = map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
+			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": fr}}}
+	case routeCompletions:
+		v = map[string]any{"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
+			"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": fr}}}
+	case routeOllamaChat:
+		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": fr}
+	default:
+		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": "", "done": true, "done_reason": fr}
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// discardWriter is a client that reads everything at once.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Flush()                      {}
+
+// SetWriteDeadline is there as on a real connection (an unsupported
+// deadline costs an error value per write).
+func (d *discardWriter) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkChunkPath is the gateway's work for one streamed chunk of the
+// recorded llama-server answer: parse it, feed the checks, release what
+// they cleared into the client's write buffer and write it. One op is one
+// chunk; setting up each stream's exchange and checks is not timed.
+func BenchmarkChunkPath(b *testing.B) {
+	evs := recorded(b, "llama-chat-200.sse")
+	payloads := make([][]byte, 0, len(evs))
+	for _, ev := range evs {
+		p := ev[len("data: ") : len(ev)-2]
+		if string(p) != "[DONE]" {
+			payloads = append(payloads, p)
+		}
+	}
+	for _, pc := range []struct {
+		name string
+		pol  *policy.Policy
+	}{{"default", nil}, {"no-holdback", mustPolicy(b, "checks: {repetition: false, leak: false}\n")}} {
+		b.Run(pc.name, func(b *testing.B) {
+			g := &Gateway{Policy: pc.pol}
+			w := &discardWriter{h: http.Header{}}
+			x := &exchange{g: g, w: w, route: routeChat, stream: true}
+			if err := x.decode(benchBody); err != nil {
+				b.Fatal(err)
+			}
+			var chk Checker
+			var c chunk
+			now := time.Now()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				j := i % len(payloads)
+				if j == 0 {
+					b.StopTimer()
+					var err error
+					if chk, err = g.newChecker(x.vreq); err != nil {
+						b.Fatal(err)
+					}
+					x.text, x.sent, x.pending, x.tail, x.finish, x.tpl = x.text[:0], 0, x.pending[:0], nil, "", template{}
+					b.StartTimer()
+				}
+				p := payloads[j]
+				if err := x.route.parse(p, &c); err != nil {
+					b.Fatal(err)
+				}
+				x.tpl.learn(&c, 1)
+				if !x.feed(chk, p, &c, now) {
+					b.Fatalf("chunk %d failed the checks: %+v", j, chk.Verdict(1))
+				}
+			}
+		})
+	}
+}
