@@ -15,8 +15,8 @@ import (
 const MaxChoices = 16
 
 // choices returns how many choices the client asked for ("n", default 1).
-// Several choices are served only without streaming: each is generated
-// and checked as a request of its own (see runChoices).
+// Each is generated and checked as a request of its own (runChoices,
+// runChoicesStream).
 func (x *exchange) choices() (int, error) {
 	raw, ok := x.body["n"]
 	if !ok || string(raw) == "null" || x.route.ndjson() {
@@ -25,9 +25,6 @@ func (x *exchange) choices() (int, error) {
 	var n int
 	if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > MaxChoices {
 		return 0, fmt.Errorf("n must be an integer from 1 to %d", MaxChoices)
-	}
-	if n > 1 && x.stream {
-		return 0, fmt.Errorf("n > 1 is served only without streaming: each choice is checked on its own")
 	}
 	return n, nil
 }

@@ -181,9 +181,31 @@ func TestChoices(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "aegis_invalid_json") || resp.Header.Get(HeaderShouldRetry) != "false" {
 		t.Fatalf("a failing choice: %d %s", resp.StatusCode, b)
 	}
-	resp = post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2,"stream":true}`)
-	if b := readAllBody(t, resp); resp.StatusCode != 400 {
-		t.Fatalf("streaming n=2: %d %s", resp.StatusCode, b)
+	// Streaming: one stream, each choice's chunks with its index and one id.
+	calls.Store(4) // the next two answers are JSON
+	st := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2,"stream":true}`), false)
+	byIndex, ids := map[int]string{}, map[string]bool{}
+	for _, ev := range st.events {
+		var c struct {
+			ID      string
+			Choices []struct {
+				Index int
+				Delta struct{ Content string }
+			}
+		}
+		if json.Unmarshal([]byte(ev), &c) == nil && len(c.Choices) > 0 {
+			ids[c.ID] = true
+			byIndex[c.Choices[0].Index] += c.Choices[0].Delta.Content
+		}
+	}
+	if st.status != 200 || st.errEv != nil || len(ids) != 1 || byIndex[0] != `{"answer":5}` || byIndex[1] != `{"answer":6}` || st.events[len(st.events)-1] != "[DONE]" {
+		t.Fatalf("streaming n=2: %d %v ids %v events %q", st.status, byIndex, ids, st.events)
+	}
+	// A choice that fails ends the stream with its error event.
+	calls.Store(2) // the second choice is call 4: not JSON
+	st = readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2,"stream":true}`), false)
+	if st.errEv == nil || st.events[len(st.events)-1] != "[DONE]" || !strings.Contains(string(st.errEv["error"]), "aegis_invalid_json") {
+		t.Fatalf("streaming n=2 with a failing choice: %q", st.events)
 	}
 }
 

@@ -30,8 +30,9 @@
 // assembled from the stream (content, tool_calls, finish_reason and the
 // closing chunks' usage and timings), keeping every other member the
 // upstream streamed (logprobs, reasoning_content, ...; see rebuild.go).
-// A non-streaming request for n > 1 choices is sent upstream as n
-// requests of one choice, each checked on its own (choices.go). The stream is read to its real end,
+// A request for n > 1 choices is sent upstream as n requests of one
+// choice, each checked on its own; a streaming one gets the choices one
+// after another on one stream (choices.go, choices_stream.go). The stream is read to its real end,
 // past finish_reason, so usage and timings are kept. Chunks go to the
 // client as the attempt's release point passes them; a chunk cut by the
 // release point is split into synthesized chunks carrying its parts.

@@ -80,6 +80,10 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 		x.reject(http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request", Param: &p})
 		return
 	}
+	if n > 1 && x.stream {
+		x.runChoicesStream(n)
+		return
+	}
 	if n > 1 {
 		x.runChoices(n)
 		return

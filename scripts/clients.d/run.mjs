@@ -79,6 +79,12 @@ const words = (s) => (s || "").trim().length > 0;
     const r = await c.chat.completions.create({ model: chatModel, messages: [{ role: "user", content: PASS }], max_tokens: 16, n: 2 });
     return r.choices.length === 2 && r.choices.every((ch, i) => ch.index === i && words(ch.message.content)) ? true : JSON.stringify(r.choices);
   });
+  await check(C, "n=2 stream", async () => {
+    const s = await c.chat.completions.create({ model: chatModel, messages: [{ role: "user", content: PASS }], max_tokens: 16, n: 2, stream: true });
+    const text = ["", ""];
+    for await (const ch of s) for (const c of ch.choices) text[c.index] += c.delta?.content || "";
+    return text.every(words) ? true : JSON.stringify(text);
+  });
   await check(C, "logprobs", async () => {
     const r = await c.chat.completions.create({ model: chatModel, messages: [{ role: "user", content: PASS }], max_tokens: 8, logprobs: true, top_logprobs: 2 });
     const lp = r.choices[0].logprobs?.content || [];
