@@ -102,11 +102,18 @@ func (c *choiceWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		c.event(c.buf[:i])
+		err := c.event(c.buf[:i])
 		c.buf = c.buf[i+2:]
+		if err != nil {
+			return 0, err // the client left: the exchange stops
+		}
 	}
 	return len(p), nil
 }
+
+// Unwrap gives http.ResponseController the client's writer, for the
+// write deadlines.
+func (c *choiceWriter) Unwrap() http.ResponseWriter { return c.s.w }
 
 func (c *choiceWriter) Flush() {
 	if f, ok := c.s.w.(http.Flusher); ok {
@@ -115,7 +122,7 @@ func (c *choiceWriter) Flush() {
 }
 
 // event rewrites and forwards one SSE event.
-func (c *choiceWriter) event(ev []byte) {
+func (c *choiceWriter) event(ev []byte) error {
 	var lines []string
 	for _, l := range strings.Split(string(ev), "\n") {
 		if d, ok := strings.CutPrefix(l, "data: "); ok {
@@ -124,7 +131,7 @@ func (c *choiceWriter) event(ev []byte) {
 	}
 	payload := strings.Join(lines, "\n")
 	if payload == "[DONE]" || payload == "" {
-		return
+		return nil
 	}
 	var m rawBody
 	if json.Unmarshal([]byte(payload), &m) == nil && m != nil {
@@ -145,7 +152,8 @@ func (c *choiceWriter) event(ev []byte) {
 			payload = string(m.encode())
 		}
 	}
-	c.s.w.Write(sse.AppendData(nil, []byte(payload)))
+	_, err := c.s.w.Write(sse.AppendData(nil, []byte(payload)))
+	return err
 }
 
 // end forwards what the choice left: a plain error body written after the
