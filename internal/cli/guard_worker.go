@@ -4,17 +4,16 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/guardnats"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
@@ -83,10 +82,6 @@ device and measured time to verdict.`,
 	})
 }
 
-// workerHTTP is the workers' client for their guard server; idle
-// connections close before llama-server's keep-alive timeout (5 s).
-var workerHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 4 * time.Second}}
-
 // serverJudge asks whatever server the supervisor serves from now (it
 // changes on fallback).
 type serverJudge struct {
@@ -100,7 +95,7 @@ func (s serverJudge) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, e
 	if u == "" {
 		return nil, fmt.Errorf("guard server not serving")
 	}
-	c := &llm.Client{BaseURL: u, Kind: s.kind, Model: s.model, Slot: -1, HTTP: workerHTTP}
+	c := &llm.Client{BaseURL: u, Kind: s.kind, Model: s.model, Slot: -1, HTTP: llamaserver.Shared}
 	return c.Judge(ctx, j)
 }
 

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // Engine names a binary and how to start it.
@@ -171,12 +173,19 @@ func freePort() (int, error) {
 
 var errExited = errors.New("exited while loading")
 
+// The sweep's clients for llama-server: the completion client resends a
+// POST that met one of the server's closed keep-alive connections.
+var (
+	healthClient     = llamaserver.NewClient(2 * time.Second)
+	completionClient = llamaserver.NewClient(2 * time.Minute)
+)
+
 func waitHealthy(ctx context.Context, base string, timeout time.Duration, exited <-chan struct{}) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := healthClient
 	for {
 		select {
 		case <-exited:
@@ -211,12 +220,7 @@ func firstToken(ctx context.Context, base, prompt string, res *ServerResult) err
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	// llama-server closes idle kept-alive connections (Keep-Alive:
-	// timeout=5); a present but nil Idempotency-Key marks the POST
-	// replayable, so Go resends it when it met such a closed connection
-	// before any response byte, and sends no such header.
-	req.Header["Idempotency-Key"] = nil
-	client := &http.Client{Timeout: 2 * time.Minute}
+	client := completionClient
 	t0 := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {

@@ -16,12 +16,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // Env describes a running testbed. Empty fields mean that server was not
@@ -162,22 +163,10 @@ func repoRoot() (string, error) {
 }
 
 // HTTPClient is the client tests use to talk to the testbed's servers
-// directly. llama-server closes kept-alive connections (Keep-Alive:
-// timeout=5, max=100), and Go's transport resends a request that met such
-// a closed connection before any response byte only when the request is
-// replayable; for a POST that takes an Idempotency-Key header, which this
-// client's transport adds. Without it a test fails now and then with EOF.
-var HTTPClient = &http.Client{Transport: replayable{http.DefaultTransport}, Timeout: 2 * time.Minute}
-
-type replayable struct{ next http.RoundTripper }
-
-func (r replayable) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Header.Get("Idempotency-Key") == "" && req.GetBody != nil {
-		req = req.Clone(req.Context())
-		req.Header.Set("Idempotency-Key", "aegis-testbed")
-	}
-	return r.next.RoundTrip(req)
-}
+// directly: the llama-server client, which resends a POST that met one of
+// llama-server's closed keep-alive connections (without it a test fails
+// now and then with EOF).
+var HTTPClient = llamaserver.NewClient(2 * time.Minute)
 
 // FindShared returns the path of shared/<rel>, the team's datasets and
 // models, found beside the working directory or any directory above it

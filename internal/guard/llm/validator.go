@@ -3,10 +3,10 @@ package llm
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -89,7 +89,7 @@ NATS is unreachable.`,
 
 // sharedHTTP is used by every guard_llm validator: connections to the
 // guard server are reused across attempts.
-var sharedHTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 4 * time.Second /* under llama-server's keep-alive timeout=5 */}}
+var sharedHTTP = llamaserver.Shared
 
 // Guard is the guard_llm validator for one attempt.
 type Guard struct {
