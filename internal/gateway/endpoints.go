@@ -32,7 +32,8 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 		var o struct {
 			ID string `json:"id"`
 		}
-		if json.Unmarshal(m, &o) == nil && o.ID == id {
+		// Ollama lists "name:latest" for a model its clients call "name".
+		if json.Unmarshal(m, &o) == nil && (o.ID == id || o.ID == id+":latest") {
 			writeJSON(w, http.StatusOK, m)
 			return
 		}

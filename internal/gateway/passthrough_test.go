@@ -26,7 +26,7 @@ func TestPassthroughPolicy(t *testing.T) {
 		}
 		switch r.URL.Path {
 		case "/v1/models":
-			w.Write([]byte(`{"object":"list","data":[{"id":"stories","object":"model","owned_by":"library"}]}`))
+			w.Write([]byte(`{"object":"list","data":[{"id":"stories","object":"model","owned_by":"library"},{"id":"llama3:latest","object":"model","owned_by":"library"}]}`))
 		default:
 			w.Write([]byte(`{"ok":true}`))
 		}
@@ -64,6 +64,7 @@ func TestPassthroughPolicy(t *testing.T) {
 		{"v1 embeddings pass", "POST", "/v1/embeddings", `{"model":"stories","input":"a cat"}`, false, 200, true, ""},
 		{"model by id", "GET", "/v1/models/stories", "", false, 200, true, ""},
 		{"unknown model by id", "GET", "/v1/models/gpt-4", "", false, 404, true, "model_not_found"},
+		{"ollama model without its tag", "GET", "/v1/models/llama3", "", false, 200, true, ""},
 		{"responses", "POST", "/v1/responses", `{}`, false, 404, false, "unsupported_endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
