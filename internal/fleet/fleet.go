@@ -99,6 +99,8 @@ type Totals struct {
 	Retries  uint64            `json:"retries"`
 	Halts    uint64            `json:"halts"`
 	Events   uint64            `json:"events_published"`
+	// EventsLost counts events that could not be handed to NATS.
+	EventsLost uint64 `json:"events_lost,omitempty"`
 }
 
 // Connect dials NATS for a long-lived member: it keeps reconnecting for
@@ -283,6 +285,7 @@ func Sum(ms []Member) Totals {
 		t.Retries += m.Totals.Retries
 		t.Halts += m.Totals.Halts
 		t.Events += m.Totals.Events
+		t.EventsLost += m.Totals.EventsLost
 		for k, n := range m.Totals.Outcomes {
 			t.Outcomes[k] += n
 		}

@@ -115,3 +115,33 @@ func TestToken(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayCountsLostEvents: with NATS down and the reconnect buffer
+// full, events are counted as lost, never silently dropped, and nothing
+// blocks.
+func TestGatewayCountsLostEvents(t *testing.T) {
+	n := testbed.StartNATS(t)
+	down := make(chan struct{}, 1)
+	nc, err := nats.Connect(n.URL, nats.ReconnectBufSize(512), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(*nats.Conn, error) { down <- struct{}{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var bus events.Bus
+	g := NewGateway(nc, &bus, "gw", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	defer cancel()
+	n.Stop()
+	<-down
+	for g.Member().Totals.EventsLost == 0 {
+		bus.Publish(events.Event{Kind: events.RequestStarted, RequestID: "a-request-id-long-enough-to-fill-the-buffer"})
+	}
+	cancel()
+	<-done
+	if m := g.Member(); m.Totals.Events+m.Totals.EventsLost != m.Totals.Requests {
+		t.Errorf("events unaccounted for: %+v", m.Totals)
+	}
+}

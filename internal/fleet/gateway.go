@@ -29,6 +29,7 @@ type Gateway struct {
 	mu        sync.Mutex
 	totals    Totals
 	published atomic.Uint64
+	lost      atomic.Uint64
 	done      chan struct{}
 }
 
@@ -47,7 +48,8 @@ func (g *Gateway) Published() uint64 { return g.published.Load() }
 
 // Run publishes events and announces the gateway until ctx ends. Events
 // published while NATS is unreachable wait in the client's reconnect
-// buffer (8 MiB); beyond it they are dropped, and nothing waits on NATS.
+// buffer (8 MiB); beyond it they are dropped and counted (Totals.EventsLost),
+// and nothing waits on NATS.
 func (g *Gateway) Run(ctx context.Context) error {
 	defer close(g.done)
 	if err := Announce(ctx, g.nc, g.Member); err != nil {
@@ -70,6 +72,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 			}
 			if g.nc.Publish(g.subject, b) == nil {
 				g.published.Add(1)
+			} else {
+				g.lost.Add(1) // NATS unreachable and its reconnect buffer full
 			}
 		}
 	}
@@ -104,5 +108,6 @@ func (g *Gateway) Member() Member {
 	}
 	g.mu.Unlock()
 	t.Events = g.published.Load()
+	t.EventsLost = g.lost.Load()
 	return Member{Role: RoleGateway, ID: g.name, Host: Hostname(), Started: g.started, Listen: g.listen, Totals: &t}
 }
