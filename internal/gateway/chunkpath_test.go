@@ -143,3 +143,40 @@ func BenchmarkChunkPath(b *testing.B) {
 		})
 	}
 }
+
+// TestChunkPathAllocs: once a stream is under way, a chunk of plain text
+// is parsed, checked by the default checks, released and written without
+// allocating.
+func TestChunkPathAllocs(t *testing.T) {
+	evs := recorded(t, "llama-chat-200.sse")
+	g := &Gateway{}
+	x := &exchange{g: g, w: &discardWriter{h: http.Header{}}, route: routeChat, stream: true}
+	if err := x.decode(benchBody); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := g.newChecker(x.vreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c chunk
+	now := time.Now()
+	i := 0
+	next := func() {
+		ev := evs[i]
+		i++
+		p := ev[len("data: ") : len(ev)-2]
+		if err := x.route.parse(p, &c); err != nil {
+			t.Fatal(err)
+		}
+		x.tpl.learn(&c, 1)
+		if !x.feed(chk, p, &c, now) {
+			t.Fatalf("chunk %d failed the checks", i)
+		}
+	}
+	for range 100 { // the stream under way: buffers have grown
+		next()
+	}
+	if n := testing.AllocsPerRun(50, next); n != 0 {
+		t.Errorf("%.1f allocations per plain-text chunk, want 0", n)
+	}
+}
