@@ -101,6 +101,11 @@ const words = (s) => (s || "").trim().length > 0;
   f.calls = 0;
   await check(C, "block: 1 request", () => expectHalt(f, "aegis_prompt_injection", () =>
     c.chat.completions.create({ model: chatModel, messages: [{ role: "user", content: BLOCK }], max_tokens: 24 })));
+  // A 502 halt (the "down" upstream is unreachable): the SDK retries 5xx
+  // unless told X-Should-Retry: false.
+  f.calls = 0;
+  await check(C, "502 halt: 1 request", () => expectHalt(f, "aegis_upstream_error", () =>
+    c.chat.completions.create({ model: "down", messages: [{ role: "user", content: PASS }], max_tokens: 8 })));
   await check(C, "models", async () => {
     const list = await c.models.list();
     return list.data.length > 0 ? true : "no models";
