@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,7 +44,7 @@ func (x *exchange) run() {
 		switch res.kind {
 		case resPass:
 			v := res.verdict
-			x.g.Events.Publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
+			x.publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
 				Model: x.model, Attempt: x.attempts, Verdict: &v, HeldBytes: x.heldMax})
 			x.pass(res.verdict)
 			return
@@ -63,13 +62,13 @@ func (x *exchange) run() {
 				Start: x.sent, End: x.sent, Message: res.errMessage()})
 		}
 		v := res.verdict
-		x.g.Events.Publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
+		x.publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
 			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()})
 		if !x.retryable(v) {
 			x.halt(v)
 			return
 		}
-		x.g.Events.Publish(events.Event{Kind: events.Retry, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
+		x.publish(events.Event{Kind: events.Retry, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
 			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()})
 		x.repaired = true
 		body = x.corrected(v)
@@ -109,7 +108,7 @@ func (r *result) errMessage() string {
 	case r.err != nil:
 		return r.err.Error()
 	case r.status != 0:
-		return fmt.Sprintf("upstream answered %d: %.300s", r.status, r.body)
+		return fmt.Sprintf("upstream answered %d: %q", r.status, clip(r.body, 300))
 	}
 	return "upstream error"
 }
@@ -136,33 +135,14 @@ func (x *exchange) attempt(n int, body []byte) result {
 	if x.sent > 0 {
 		chk.Write(x.text)
 	}
-	x.g.Events.Publish(events.Event{Kind: events.AttemptStarted, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name, Model: x.model, Attempt: n})
+	x.publish(events.Event{Kind: events.AttemptStarted, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name, Model: x.model, Attempt: n})
 
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
-	path, _ := x.route.upstreamPath(x.up.Kind)
-	resp, err := x.up.Post(ctx, path, body, nil)
-	if err != nil {
-		if x.r.Context().Err() != nil {
-			return result{kind: resCancelled}
-		}
-		return result{kind: resRefused, err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return result{kind: resRefused, status: resp.StatusCode, body: b}
-	}
-	var st *upstream.Stream
-	if x.route.ndjson() {
-		st = upstream.NewNDJSONStream(resp.Body)
-	} else {
-		st = upstream.NewSSEStream(resp.Body)
-	}
-	defer st.Close()
-
 	// The stall watchdog: a timer armed at the checks' next deadline (or
-	// the idle timeout) cancels the upstream read.
+	// the idle timeout) cancels the upstream request. It runs from before
+	// the request is sent, so the time to first token covers an upstream
+	// that never sends its response headers.
 	var stalled atomic.Bool
 	timer := time.AfterFunc(time.Hour, func() { stalled.Store(true); cancel() })
 	defer timer.Stop()
@@ -181,6 +161,31 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	arm(x.g.now())
 
+	path, _ := x.route.upstreamPath(x.up.Kind)
+	resp, err := x.up.Post(ctx, path, body, nil)
+	if err != nil {
+		if stalled.Load() {
+			return result{kind: resFail, verdict: x.stallVerdict(chk, n, x.g.now())}
+		}
+		if x.r.Context().Err() != nil {
+			return result{kind: resCancelled}
+		}
+		return result{kind: resRefused, err: err}
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		return result{kind: resRefused, status: resp.StatusCode, body: b}
+	}
+	var st *upstream.Stream
+	if x.route.ndjson() {
+		st = upstream.NewNDJSONStream(resp.Body)
+	} else {
+		st = upstream.NewSSEStream(resp.Body)
+	}
+	defer st.Close()
+
+
 	var c chunk
 	for {
 		p, err := st.Next()
@@ -195,9 +200,12 @@ func (x *exchange) attempt(n int, body []byte) result {
 			case x.r.Context().Err() != nil:
 				return result{kind: resCancelled}
 			}
+			x.releaseCleared(chk)
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, err)}
 		}
+		p = x.validUTF8(p)
 		if err := x.route.parse(p, &c); err != nil {
+			x.releaseCleared(chk)
 			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, err)}
 		}
 		if v, over := x.overCap(&c, n); over {
@@ -205,7 +213,8 @@ func (x *exchange) attempt(n int, body []byte) result {
 			return result{kind: resFail, verdict: v}
 		}
 		if c.errMsg != "" {
-			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, errors.New("upstream error in stream: "+c.errMsg))}
+			x.releaseCleared(chk)
+			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, fmt.Errorf("upstream error in stream: %q", c.errMsg))}
 		}
 		x.tpl.learn(&c, n)
 		if x.tpl.foreign(x.route, &c, n) {

@@ -172,7 +172,7 @@ func (x *exchange) reject(status int, e apiError) {
 	} else {
 		writeError(x.w, status, e, nil)
 	}
-	x.g.Events.Publish(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Model: x.model,
+	x.publish(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Model: x.model,
 		Outcome: events.OutcomeRejected, Status: status, Duration: x.g.now().Sub(x.start), Error: e.Message})
 }
 
@@ -198,6 +198,11 @@ type exchange struct {
 	up      *upstream.Upstream
 	logText bool
 	cancel  context.CancelFunc // ends the request (the client stopped reading)
+
+	// notes are findings the gateway adds to the verdict without changing
+	// it (invalid UTF-8 it replaced); utf8Noted says that one was added.
+	notes     []validator.Finding
+	utf8Noted bool
 
 	attempts     int
 	stallRetried bool

@@ -42,7 +42,7 @@ const DefaultMaxConcurrentStreams = 256
 // DefaultMaxResponseBytes bounds the output text one response may hold
 // (far above any model's context); past it the response is halted with
 // length_exceeded.
-const DefaultMaxResponseBytes = 8 << 20
+const DefaultMaxResponseBytes = 4 << 20
 
 // NewServer returns the http.Server for h with the timeouts above.
 func NewServer(h http.Handler, errorLog *log.Logger) *http.Server {
@@ -180,4 +180,15 @@ func (x *exchange) overCap(c *chunk, n int) (validator.Verdict, bool) {
 		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}
 	return validator.Verdict{Verdict: validator.Fail, Risk: validator.RiskMedium, Reason: f.Reason, Action: validator.ActionHalt,
 		Findings: []validator.Finding{f}}, true
+}
+
+// releaseCleared is called when the upstream fails mid-stream: the text
+// it sent is all there will be, so the checks judge it as complete, and
+// what they pass goes to the client before the halt (or is continued by
+// the retry). Text a check fails stays held.
+func (x *exchange) releaseCleared(chk Checker) {
+	chk.Close()
+	if !chk.Failed() {
+		x.release(chk.ReleasePoint())
+	}
 }

@@ -189,7 +189,7 @@ func (g *Gateway) checkEmbeddingInput(w http.ResponseWriter, r *http.Request) bo
 	}
 	m := &meta{Verdict: *v, RequestID: id}
 	g.Events.Publish(events.Event{Kind: events.RequestStarted, Time: start, RequestID: id, Route: r.URL.Path, Model: req.Model})
-	g.Events.Publish(events.Event{Kind: events.Halt, RequestID: id, Route: r.URL.Path, Model: req.Model, Verdict: &m.Verdict})
+	g.publish(events.Event{Kind: events.Halt, RequestID: id, Route: r.URL.Path, Model: req.Model, Verdict: &m.Verdict}, g.policy().LogText)
 	markFinal(w.Header())
 	w.Header().Set(HeaderRequestID, id)
 	status = HaltStatus(v.Reason, v.Action)

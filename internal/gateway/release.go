@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -96,7 +97,7 @@ func (x *exchange) flush() {
 
 func (x *exchange) meta(v validator.Verdict) *meta {
 	v.ID = x.id
-	v.Findings = x.g.scrubFindings(v.Findings)
+	v.Findings = x.g.scrubFindings(append(v.Findings[:len(v.Findings):len(v.Findings)], x.notes...))
 	return &meta{Verdict: v, RequestID: x.id, Attempts: x.attempts, Repaired: x.repaired && v.Verdict == validator.Pass}
 }
 
@@ -215,7 +216,7 @@ func (x *exchange) halt(v validator.Verdict) {
 	msg := x.g.scrub(haltMessage(v))
 	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
 	status := HaltStatus(v.Reason, v.Action)
-	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
+	x.publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
 		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	switch {
 	case !x.stream || !x.wroteHeader && x.attempts == 0:
@@ -284,7 +285,11 @@ func (x *exchange) refused(res result) {
 		}
 		code = upstreamCode(res.status, msg)
 	}
-	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: msg})
+	fmsg := msg
+	if code != ErrorCode(validator.ReasonUpstreamError) {
+		fmsg = fmt.Sprintf("upstream refused the request (%d): %q", res.status, msg)
+	}
+	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: fmsg})
 	v.Action = validator.ActionHalt
 	m := x.meta(v)
 	if x.route.ndjson() {
@@ -298,7 +303,7 @@ func (x *exchange) refused(res result) {
 		x.finished(events.OutcomeRejected, status)
 		return
 	}
-	x.g.Events.Publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
+	x.publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
 		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	x.finished(events.OutcomeHalted, status)
 }
@@ -339,7 +344,7 @@ func (x *exchange) finished(outcome string, status int) {
 	}
 	e.Tokens = x.completionTokens()
 	e.Text = x.eventText()
-	x.g.Events.Publish(e)
+	x.publish(e)
 }
 
 // completionTokens reads the upstream's count of generated tokens from

@@ -56,7 +56,11 @@ func (s *Stream) Next() ([]byte, error) {
 		return nil, err
 	}
 	if ev.Name == "error" {
-		return nil, fmt.Errorf("upstream sent an error event: %.300s", ev.Data)
+		data := ev.Data
+		if len(data) > 300 {
+			data = data[:300]
+		}
+		return nil, fmt.Errorf("upstream sent an error event: %q", data)
 	}
 	if ev.Done() {
 		s.done = true
