@@ -125,6 +125,13 @@ type rig struct {
 
 func newRig(t *testing.T, f *fake, policyDoc string, tweak func(*gateway.Gateway)) *rig {
 	t.Helper()
+	return newRigServer(t, f, policyDoc, tweak, nil)
+}
+
+// newRigServer is newRig with a change to the http.Server before it
+// starts.
+func newRigServer(t *testing.T, f *fake, policyDoc string, tweak func(*gateway.Gateway), server func(*http.Server)) *rig {
+	t.Helper()
 	p, err := policy.Parse([]byte(policyDoc), "fault suite", validator.Default)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +146,9 @@ func newRig(t *testing.T, f *fake, policyDoc string, tweak func(*gateway.Gateway
 	}
 	srv := httptest.NewUnstartedServer(g)
 	srv.Config = gateway.NewServer(g, nil)
+	if server != nil {
+		server(srv.Config)
+	}
 	srv.Start()
 	tr := &http.Transport{DisableCompression: true}
 	r := &rig{t: t, fake: f, gw: g, srv: srv, client: &http.Client{Transport: tr}}

@@ -185,7 +185,6 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	defer st.Close()
 
-
 	var c chunk
 	for {
 		p, err := st.Next()

@@ -86,7 +86,18 @@
 //
 // A timer armed at the checks' next deadline (the stall check's TTFT and
 // gap deadlines) or, when no check sets one, at IdleTimeout cancels an
-// upstream that stops sending. The upstream's health is then checked; a
+// upstream that stops sending. It runs from before the request is sent,
+// so the TTFT deadline also covers an upstream that accepts the request
+// and never answers with headers.
+//
+// # Upstream failures
+//
+// An upstream that fails mid-stream (closed, reset, garbage, an error
+// event) ends the attempt's input: the checks judge the text as complete
+// and what they pass is released before the halt, so the client keeps
+// every byte it could be given. Invalid UTF-8 and lone UTF-16 surrogate
+// escapes are replaced with U+FFFD once, with a finding. A response is
+// capped at MaxResponseBytes. The upstream's health is then checked; a
 // healthy upstream (or, when it is not, another upstream serving the same
 // model) gets one retry continuing the released text; otherwise the
 // request halts with aegis_stall.
@@ -97,5 +108,7 @@
 // Halt and RequestFinished on Events, with TTFT, the TTFT Aegis added
 // (first chunk released minus first chunk read from the upstream), the most
 // bytes held back, and the output text only when the policy's log_text is
-// set. The gateway writes no logs about requests itself.
+// set; without it, quoted text in finding messages and errors (a span a
+// rule matched, an upstream's error body) is replaced with [redacted]. The
+// gateway writes no logs about requests itself.
 package gateway
