@@ -298,7 +298,9 @@ func TestSpecValidation(t *testing.T) {
 	if _, err := s.New(s.Config(), nil); err == nil {
 		t.Error("missing url accepted")
 	}
-	for _, c := range []Config{{URL: "http://x", Kind: "vllm"}, {URL: "http://x", Task: "poetry"}} {
+	for _, c := range []Config{{URL: "http://x", Kind: "vllm"}, {URL: "http://x", Task: "poetry"},
+		{URL: "http://x", Protocol: "llamaguard2"}, {URL: "http://x", Protocol: "llama-guard", Task: "drift"},
+		{URL: "http://x", Risk: "weather"}, {URL: "http://x", Policies: []string{"spam"}}} {
 		if _, err := New(c, nil, nil); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}

@@ -150,6 +150,9 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	if err != nil {
 		return nil, fmt.Errorf("guard_llm: %w", err)
 	}
+	if proto != ProtocolAuto && proto != ProtocolVerdictJSON && (task == TaskDrift || task == TaskToolCall) {
+		return nil, fmt.Errorf("guard_llm: protocol %s judges safety; task %s needs protocol verdict-json", proto, task)
+	}
 	if c.Risk != "" {
 		if _, ok := graniteRisks[c.Risk]; !ok {
 			return nil, fmt.Errorf("guard_llm: unknown risk %q (want one of %v)", c.Risk, GraniteRisks())
