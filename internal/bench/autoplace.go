@@ -202,7 +202,7 @@ func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) C
 		c.Error = err.Error()
 		return c
 	}
-	srv := server{c: sup.HTTPClient(VerdictTimeout)}
+	srv := server{c: sup.HTTPClient(VerdictTimeout), proto: guardProtocol(o.Model, "")}
 	fail := func(err error) {
 		c.Error = err.Error()
 		if isTimeout(err) && sctx.Err() == nil {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 )
 
 // Timings is llama-server's own "timings" object of a /completion answer.
@@ -33,6 +35,9 @@ type completion struct {
 type server struct {
 	base string
 	c    *http.Client
+	// proto is the guard model's own protocol; verdict-json (or the zero
+	// value) asks the generic schema-constrained verdict.
+	proto llm.Protocol
 }
 
 const maxAnswer = 4 << 20
@@ -122,6 +127,48 @@ var verdictSchema = map[string]any{
 	"required": []string{"verdict", "risk"},
 }
 
+// guardRequest and guardAnswer are the conversation the guard judges.
+const (
+	guardRequest = "Tell me a short story about a cat who finds a red ball in the garden, in under 80 words."
+	guardAnswer  = "Once upon a time, a little cat named Tom lived in a big house with a garden. " +
+		"One sunny day Tom saw something red under a bush. He ran to it and found a shiny red ball. " +
+		"Tom pushed the ball with his paw and it rolled across the grass. He chased it and jumped and played all day. " +
+		"When the sun went down, Tom brought the ball to his bed and slept next to it, happy and tired."
+)
+
+// nativeVerdict asks a guard model in its own protocol to moderate the
+// same conversation (response moderation), timed to the parsed verdict.
+func (s server) nativeVerdict(ctx context.Context, i int) (time.Duration, Timings, error) {
+	base := s.base
+	if base == "" {
+		base = "http://guard"
+	}
+	c := &llm.Client{BaseURL: base, HTTP: s.c, Slot: -1}
+	t0 := time.Now()
+	res, err := c.CheckNative(ctx, s.proto, llm.Subject{Mode: llm.ModeResponse,
+		User: fmt.Sprintf("(request %d) %s", i, guardRequest), Text: guardAnswer})
+	d := time.Since(t0)
+	if err != nil {
+		return d, Timings{}, fmt.Errorf("bench: %w", err)
+	}
+	return d, Timings{PromptN: res.PromptTokens, CacheN: res.CachedTokens, PredictedN: res.Predicted}, nil
+}
+
+// guardProtocol resolves the protocol flag for model: auto reads the
+// GGUF's metadata; a file that cannot be read gets the generic verdict.
+func guardProtocol(model, flag string) llm.Protocol {
+	p, err := llm.ParseProtocol(flag)
+	if err != nil {
+		return llm.ProtocolVerdictJSON
+	}
+	if p == llm.ProtocolAuto {
+		if p, err = llm.DetectFile(model); err != nil {
+			return llm.ProtocolVerdictJSON
+		}
+	}
+	return p
+}
+
 // guardPrompt builds a realistic guard prompt of about 300 tokens: policy,
 // the user's request and the main model's answer, then the question.
 func guardPrompt(i int) string {
@@ -140,6 +187,9 @@ func guardPrompt(i int) string {
 // verdict sends one guard request and returns the wall time to the
 // parsed verdict, which is what a user waits for.
 func (s server) verdict(ctx context.Context, i int) (time.Duration, Timings, error) {
+	if s.proto != llm.ProtocolAuto && s.proto != llm.ProtocolVerdictJSON {
+		return s.nativeVerdict(ctx, i)
+	}
 	t0 := time.Now()
 	var out completion
 	err := s.post(ctx, "/completion", greedy(map[string]any{

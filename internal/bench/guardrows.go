@@ -306,6 +306,9 @@ func (r *runner) guardRows(ctx context.Context, rep *Report, main *endpoint) {
 
 // writeGuardRows prints the guard rows of the table.
 func (rep *Report) writeGuardRows(w io.Writer) {
+	if rep.Protocol != "" {
+		fmt.Fprintf(w, "time to verdict asked in the %s protocol\n", rep.Protocol)
+	}
 	if ge := rep.GuardEval; ge != nil {
 		fmt.Fprintf(w, "\nguard on %s (%s protocol, %s): ", ge.File, ge.Protocol, ge.Server)
 		if ge.N == 0 {

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/gguf/synth"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
@@ -103,6 +106,11 @@ func TestEvalGuardOnTestbed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer own.close()
+	// Time to verdict in a guard's own protocol, as the device rows ask it.
+	d, tm, err := server{base: own.url, c: &http.Client{Timeout: time.Minute}, proto: llm.ProtocolLlamaGuard}.verdict(ctx, 1)
+	if err != nil || d <= 0 || tm.PromptN+tm.CacheN < 100 {
+		t.Fatalf("native verdict: %v %v %+v", err, d, tm)
+	}
 	for _, p := range []llm.Protocol{llm.ProtocolLlamaGuard, llm.ProtocolQwen3Guard, llm.ProtocolVerdictJSON} {
 		url := own.url
 		if p == llm.ProtocolVerdictJSON {
@@ -116,5 +124,29 @@ func TestEvalGuardOnTestbed(t *testing.T) {
 			t.Fatalf("%s: rates %+v", p, ge)
 		}
 		t.Logf("%s: TP %d FP %d TN %d FN %d, verdict %.1f ms median", p, ge.TP, ge.FP, ge.TN, ge.FN, ge.VerdictMS.Median)
+	}
+}
+
+// TestGuardProtocol: auto reads the GGUF's metadata; an explicit value
+// wins; an unreadable file gets the generic verdict.
+func TestGuardProtocol(t *testing.T) {
+	src := testbed.Shared(t, "models/stories260K.gguf")
+	lg := filepath.Join(t.TempDir(), "lg.gguf")
+	if err := synth.Rewrite(src, lg, synth.KV{Key: "general.name", Value: "Llama Guard 3 1B"}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		model, flag string
+		want        llm.Protocol
+	}{
+		{src, "", llm.ProtocolVerdictJSON},
+		{lg, "auto", llm.ProtocolLlamaGuard},
+		{lg, "shieldgemma", llm.ProtocolShieldGemma},
+		{"/nonexistent.gguf", "", llm.ProtocolVerdictJSON},
+	}
+	for _, c := range cases {
+		if got := guardProtocol(c.model, c.flag); got != c.want {
+			t.Errorf("%s %q: %s, want %s", c.model, c.flag, got, c.want)
+		}
 	}
 }

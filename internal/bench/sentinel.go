@@ -49,6 +49,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
 
@@ -171,8 +172,9 @@ type DeviceResult struct {
 	ServerOverheadUS      map[string]float64 `json:"server_overhead_us_per_token,omitempty"`
 	ServerOverheadNoiseUS map[string]float64 `json:"server_overhead_noise_us_per_token,omitempty"`
 
-	// VerdictMS is the wall time to a schema-constrained verdict after a
-	// guard prompt of VerdictPromptTokens tokens.
+	// VerdictMS is the wall time to a verdict after a guard prompt of
+	// VerdictPromptTokens tokens: in the model's own protocol (Report's
+	// Protocol), or schema-constrained for a general model.
 	VerdictMS           Stat `json:"verdict_ms"`
 	VerdictPromptTokens int  `json:"verdict_prompt_tokens"`
 
@@ -205,7 +207,9 @@ type DeviceResult struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Model          string         `json:"model"`
+	Model string `json:"model"`
+	// Protocol is the guard protocol time to verdict was asked in.
+	Protocol       string         `json:"protocol"`
 	ModelMiB       float64        `json:"model_mib"`
 	ServerVersion  string         `json:"server_version,omitempty"`
 	Threads        int            `json:"threads"`
@@ -245,9 +249,10 @@ func loadAvg(root string) float64 {
 }
 
 type runner struct {
-	o    Options
-	done int
-	all  int
+	o     Options
+	proto llm.Protocol // the guard's protocol for time to verdict
+	done  int
+	all   int
 }
 
 func (r *runner) step(what string) {
@@ -264,7 +269,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Model == "" {
 		return nil, errors.New("bench: a model is needed")
 	}
-	r := &runner{o: o}
+	r := &runner{o: o, proto: guardProtocol(o.Model, o.Protocol)}
 	// steps: per device server+speed+verdict+interference+failure+llama-bench
 	r.all = len(o.Devices)*5 + 2 + max(o.Stability, 0)
 	if o.EvalFile != "" {
@@ -273,7 +278,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Repairs > 0 {
 		r.all++
 	}
-	rep := &Report{Model: o.Model, Threads: o.Threads, Reps: o.Reps, Started: time.Now()}
+	rep := &Report{Model: o.Model, Threads: o.Threads, Reps: o.Reps, Started: time.Now(), Protocol: r.proto.String()}
 	rep.LoadAvg[0] = loadAvg(o.Root)
 	if fi, err := os.Stat(o.Model); err == nil {
 		rep.ModelMiB = float64(fi.Size()) / (1 << 20)
@@ -382,7 +387,7 @@ func (e *endpoint) close() {
 
 func (r *runner) open(ctx context.Context, d supervisor.Device, url string) (*endpoint, error) {
 	if url != "" {
-		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: &http.Client{Timeout: 2 * time.Minute}}, url: url}, nil
+		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: &http.Client{Timeout: 2 * time.Minute}, proto: r.proto}, url: url}, nil
 	}
 	if r.o.Binary == "" {
 		return nil, errors.New("no --llama-server and no --url for this device")
@@ -398,7 +403,7 @@ func (r *runner) open(ctx context.Context, d supervisor.Device, url string) (*en
 		_ = sup.Stop(context.Background())
 		return nil, err
 	}
-	return &endpoint{srv: server{c: sup.HTTPClient(2 * time.Minute)}, sup: sup, url: sup.URL()}, nil
+	return &endpoint{srv: server{c: sup.HTTPClient(2 * time.Minute), proto: r.proto}, sup: sup, url: sup.URL()}, nil
 }
 
 // mainSpeed is the main model's tg64 speed (median tok/s).

@@ -30,8 +30,8 @@ func init() {
 			Short: "Measure where the guard model runs best (CPU vs. iGPU vs. second GPU)",
 			Long: `sentinel runs the same model, quant and prompts on every device and measures
 prefill (pp512, pp1024) and short decode (tg16/32/64) speeds, the time to a
-schema-constrained verdict after a ~300-token guard prompt (from the server:
-what users wait for), the machine's CPU load while the guard answers, power where the machine
+verdict on a short conversation (from the server: what users wait for; asked
+in the guard model's own protocol, or schema-constrained for a general model), the machine's CPU load while the guard answers, power where the machine
 exposes it (RAPL, nvidia-smi), how much the guard slows the main model, the
 time to recover when the guard's server is killed, whether repeated short
 placements choose the same device, the failure path (from a failing finding
