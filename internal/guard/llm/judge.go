@@ -56,7 +56,7 @@ func (c *Client) Judge(ctx context.Context, j Judgement) (*Result, error) {
 	}
 	s := Subject{Mode: ModeResponse, User: j.User, Text: j.Text, Risk: j.Risk, Policies: j.Policies}
 	if j.Prefill {
-		return nil, c.Prefill(ctx, wirePrompt(nativeOf(proto), s))
+		return nil, c.Prefill(ctx, c.NativePrompt(ctx, proto, s))
 	}
 	return c.CheckNative(ctx, proto, s)
 }

@@ -33,7 +33,7 @@ func (c *Client) CheckNative(ctx context.Context, p Protocol, s Subject) (*Resul
 	if c.Kind == KindOllama {
 		res, err = c.nativeOllama(ctx, n, s)
 	} else {
-		res, err = c.nativeLlama(ctx, n, s, start)
+		res, err = c.nativeLlama(ctx, p, s, start)
 	}
 	if err != nil {
 		return nil, err
@@ -47,12 +47,13 @@ func (c *Client) CheckNative(ctx context.Context, p Protocol, s Subject) (*Resul
 	return res, nil
 }
 
-func (c *Client) nativeLlama(ctx context.Context, n native, s Subject, start time.Time) (*Result, error) {
+func (c *Client) nativeLlama(ctx context.Context, p Protocol, s Subject, start time.Time) (*Result, error) {
+	n := nativeOf(p)
 	nprobs := c.NProbs
 	if nprobs <= 0 {
 		nprobs = 512
 	}
-	pr := wirePrompt(n, s)
+	pr := c.NativePrompt(ctx, p, s)
 	base := pr.Prefix + pr.Suffix + n.open()
 	fail, pass := n.words()
 	var alts []string

@@ -47,7 +47,7 @@ func BenchmarkNativeTimeToVerdict(b *testing.B) {
 						if warm {
 							for end := 32; end <= len(text); end += 32 {
 								s.Text = text[:end]
-								if err := c.Prefill(ctx, wirePrompt(nativeOf(m.p), s)); err != nil {
+								if err := c.Prefill(ctx, c.NativePrompt(ctx, m.p, s)); err != nil {
 									b.Fatal(err)
 								}
 							}

@@ -253,3 +253,48 @@ func TestWirePromptSingleBOS(t *testing.T) {
 		}
 	}
 }
+
+func TestCutLayout(t *testing.T) {
+	cases := []struct {
+		name   string
+		prompt string
+		mode   Mode
+		want   *layout
+	}{
+		{"prompt", "A " + slotText + " B", ModePrompt, &layout{head: "A ", tail: " B"}},
+		{"response", "A " + slotUser + " M " + slotText + " B", ModeResponse, &layout{head: "A ", mid: " M ", tail: " B"}},
+		{"prefilled answer", "A " + slotUser + " M " + slotText, ModeResponse, nil},
+		{"missing user", "A " + slotText + " B", ModeResponse, nil},
+		{"text twice", "A " + slotText + " B " + slotText + " C", ModePrompt, nil},
+		{"out of order", "A " + slotText + " B " + slotUser + " C", ModeResponse, nil},
+		{"nothing", "", ModePrompt, nil},
+	}
+	for _, c := range cases {
+		got := cut(c.prompt, c.mode)
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// FuzzCutLayout: a layout, when found, puts the rendering back together.
+func FuzzCutLayout(f *testing.F) {
+	f.Add("A "+slotUser+" M "+slotText+" B", uint8(0))
+	f.Add("A "+slotText+" B", uint8(1))
+	f.Fuzz(func(t *testing.T, prompt string, m uint8) {
+		mode := Mode(m % 2)
+		l := cut(prompt, mode)
+		if l == nil {
+			return
+		}
+		var back string
+		if mode == ModeResponse {
+			back = l.head + slotUser + l.mid + slotText + l.tail
+		} else {
+			back = l.head + slotText + l.tail
+		}
+		if back != prompt || l.tail == "" {
+			t.Fatalf("%q cut to %+v", prompt, l)
+		}
+	})
+}

@@ -135,6 +135,13 @@ func TestProtocolsOnLlamaServer(t *testing.T) {
 				}
 			}
 			n := nativeOf(m.p)
+			for _, s := range goldenSubjects {
+				// The prompt sent is the server's rendering of the model's own
+				// template, and it is the model card's.
+				if got, want := c.NativePrompt(ctx, m.p, s), wirePrompt(n, s); got != want {
+					t.Errorf("%s: server-rendered prompt\n%q\nbuilt-in\n%q", s.Mode, got, want)
+				}
+			}
 			for _, fa := range forcedAnswers {
 				if fa.p != m.p || fa.fails {
 					continue
@@ -351,5 +358,38 @@ func TestScorerNative(t *testing.T) {
 	}
 	if p, _ := resolveCached(context.Background(), s.Client, ProtocolAuto); p != ProtocolQwen3Guard {
 		t.Fatalf("scorer resolved %s", p)
+	}
+}
+
+// TestServerTemplateWins: a Llama Guard whose chat template lists one
+// more category (as the 8B model's does) is asked with its own list.
+func TestServerTemplateWins(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	b, err := os.ReadFile(filepath.Join("testdata", "templates", "llama-guard-3-1b.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := strings.Replace(string(b), `"S13": "Elections.",`, `"S13": "Elections.",
+            "S14": "Code Interpreter Abuse.",`, 1)
+	path := filepath.Join(t.TempDir(), "lg8b.gguf")
+	if err := synth.Rewrite(env.Model, path, synth.KV{Key: "general.name", Value: "Llama Guard 3 8B"},
+		synth.KV{Key: "tokenizer.chat_template", Value: tmpl}); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := startLlamaModel(t, env, path, false)
+	c := &Client{BaseURL: url, Slot: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range goldenSubjects {
+		pr := c.NativePrompt(ctx, ProtocolLlamaGuard, s)
+		if !strings.Contains(pr.Prefix, "S13: Elections.\nS14: Code Interpreter Abuse.\n<END UNSAFE CONTENT CATEGORIES>") ||
+			!strings.HasSuffix(pr.Prefix, strings.TrimSpace(s.Text)) || strings.HasPrefix(pr.Prefix, bosText) {
+			t.Fatalf("%s: prompt is not the model's own: %q", s.Mode, pr.Prefix)
+		}
+		res, err := c.CheckNative(ctx, ProtocolLlamaGuard, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNativeResult(t, ProtocolLlamaGuard, s, res)
 	}
 }
