@@ -150,3 +150,25 @@ func TestGuardProtocol(t *testing.T) {
 		}
 	}
 }
+
+func TestGuardRowsInTable(t *testing.T) {
+	rep := &Report{Protocol: "llama-guard", Recommendation: "CPU",
+		GuardEval: &GuardEval{File: "set.jsonl", Protocol: "llama-guard", Server: "http://x", N: 4, TP: 1, FP: 1, TN: 1, FN: 1, FPR: 0.5, FNR: 0.5, VerdictMS: summarize([]float64{10, 20})},
+		Repair:    &Repair{Server: "http://m", MS: summarize([]float64{30, 50, 40}), FindingAfterMS: summarize([]float64{5})}}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"asked in the llama-guard protocol", "false positives 1 (rate 0.500), false negatives 1 (rate 0.500)",
+		"failure path (finding -> first byte of the repaired answer, http://m): 40.0 ms median"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	rep.GuardEval, rep.Repair = &GuardEval{File: "set.jsonl", Error: "boom", FPR: -1, FNR: -1}, &Repair{Error: "no server"}
+	b.Reset()
+	_ = rep.WriteTable(&b)
+	if !strings.Contains(b.String(), "no verdicts: boom") || !strings.Contains(b.String(), "failure path: not measured: no server") {
+		t.Errorf("errors not shown:\n%s", b.String())
+	}
+}
