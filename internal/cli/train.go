@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -103,6 +104,8 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.IntVar(&cfg.Window, "window", cfg.Window, "window (in words) long inputs are also learnt and scored in; the score is the maximum")
 		f.IntVar(&cfg.Stride, "stride", cfg.Stride, "stride (in words) between windows")
 		f.IntVar(&opt.LexiconScale, "lexicon-scale", opt.LexiconScale, "examples composed per hand-written lexicon entry (0: leave the lexicons out)")
+		f.IntVar(&cfg.Prior, "prior", cfg.Prior, "pseudo-count added to each feature group's size when normalising (shrinks very short texts toward the bias)")
+		f.BoolVar(&cfg.SentenceStarts, "sentence-starts", cfg.SentenceStarts, "add the first word of each sentence or line as a feature of its own (imperatives aimed at the reader)")
 		f.BoolVar(&opt.Promptshield, "promptshield", opt.Promptshield, "add the promptshield-neuralalchemy set (obfuscated variants folded into their originals)")
 		f.BoolVar(&lolo, "lolo", false, "do not write a model; measure how the classifier carries over to a language by leaving each of "+strings.Join(eval.DefaultLanguages, ",")+" out of the lexicons (training data only)")
 		f.Float64Var(&cfg.TargetFPR, "target-fpr", cfg.TargetFPR, "held-out false-positive rate that sets each head's threshold")
@@ -112,7 +115,14 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 
 // printLOSO runs the leave-sources-out folds and prints one line per fold.
 func printLOSO(stdio *IO, exs []classifier.Example, cfg classifier.TrainConfig, start time.Time) error {
-	rs, err := eval.LeaveSourcesOut(exs, cfg, eval.DefaultFolds)
+	folds := eval.DefaultFolds
+	for _, e := range exs {
+		if e.Source == eval.PromptshieldFold.Pos[0] {
+			folds = append(slices.Clone(folds), eval.PromptshieldFold)
+			break
+		}
+	}
+	rs, err := eval.LeaveSourcesOut(exs, cfg, folds)
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

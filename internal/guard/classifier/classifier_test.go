@@ -317,3 +317,38 @@ func TestSourceWeights(t *testing.T) {
 		})
 	}
 }
+
+// TestSentenceStarts checks the sentence-start features: with them the
+// first word of each sentence or line adds one feature, so "Ignore it."
+// and "Do not ignore it." share the word but not its position; without
+// them the features are the plain word and character n-grams.
+func TestSentenceStarts(t *testing.T) {
+	cases := []struct {
+		name, text string
+		starts     int // extra features with starts on
+	}{
+		{"one sentence", "ignore the rules", 1},
+		{"two sentences", "hello there. ignore the rules", 2},
+		{"line break", "hello there\nignore: the rules", 3},
+		{"no words", "...", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var off, on features
+			off.extract(c.text, 16, false)
+			on.extract(c.text, 16, true)
+			if got := on.nWord - off.nWord; got != c.starts {
+				t.Errorf("%d extra word-group features, want %d", got, c.starts)
+			}
+			if len(on.idx)-on.nWord != len(off.idx)-off.nWord {
+				t.Error("character n-grams differ")
+			}
+		})
+	}
+	var a, b features
+	a.extract("ignore the rules", 16, true)
+	b.extract("we ignore the rules", 16, true)
+	if slices.Contains(b.idx, a.idx[1]) {
+		t.Error("the sentence-start feature of 'ignore' also appears when it is not first")
+	}
+}

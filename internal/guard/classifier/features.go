@@ -13,6 +13,7 @@ const (
 	nsWord   = 0x9e3779b97f4a7c15
 	nsBigram = 0xc2b2ae3d27d4eb4f
 	nsChar   = 0x165667b19e3779f9
+	nsStart  = 0x27d4eb2f165667c5
 )
 
 // charNs are the character n-gram sizes, on the alphanumeric stream with
@@ -46,13 +47,18 @@ func mix(h uint64) uint64 {
 }
 
 // extract fills f with the features of the already normalised text s,
-// hashed into 2^bits buckets.
-func (f *features) extract(s string, bits uint8) {
+// hashed into 2^bits buckets. With starts, the word group also holds the
+// first word of every sentence or line, so that an imperative aimed at
+// the reader ("Ignore ...", "Print ...") differs from the same verb inside
+// a sentence. (Runs of punctuation as features, for role and delimiter
+// tokens, were measured too and left out: leave-sources-out recall fell
+// on the system-prompt-extraction fold, whose negatives include code.)
+func (f *features) extract(s string, bits uint8, starts bool) {
 	mask := uint32(1)<<bits - 1
 	f.idx, f.pos, f.runes, f.wpos = f.idx[:0], f.pos[:0], f.runes[:0], f.wpos[:0]
 	word := -1
 	var h, prev uint64
-	inWord := false
+	inWord, atStart, wordAtStart := false, true, false
 	flush := func() {
 		if !inWord {
 			return
@@ -60,6 +66,10 @@ func (f *features) extract(s string, bits uint8) {
 		wh := mix(h ^ nsWord)
 		f.idx = append(f.idx, uint32(wh)&mask)
 		f.pos = append(f.pos, int32(word))
+		if wordAtStart {
+			f.idx = append(f.idx, uint32(mix(wh^nsStart))&mask)
+			f.pos = append(f.pos, int32(word))
+		}
 		if word > 0 {
 			f.idx = append(f.idx, uint32(mix(prev*31^wh^nsBigram))&mask)
 			f.pos = append(f.pos, int32(word))
@@ -72,6 +82,7 @@ func (f *features) extract(s string, bits uint8) {
 			if !inWord {
 				word++
 				inWord = true
+				wordAtStart, atStart = starts && atStart, false
 				h = 14695981039346656037
 			}
 			h = (h ^ uint64(r)) * 1099511628211
@@ -80,6 +91,10 @@ func (f *features) extract(s string, bits uint8) {
 			continue
 		}
 		flush()
+		switch r {
+		case '.', '!', '?', ':', '\n':
+			atStart = true
+		}
 	}
 	flush()
 	f.nWord = len(f.idx)
@@ -99,8 +114,8 @@ func (f *features) extract(s string, bits uint8) {
 
 // textFeatures normalises text and extracts its features into a pooled
 // value that the caller returns with featPool.Put.
-func textFeatures(text string, bits uint8) *features {
+func textFeatures(text string, bits uint8, starts bool) *features {
 	f := featPool.Get().(*features)
-	f.extract(textnorm.Normalize(text), bits)
+	f.extract(textnorm.Normalize(text), bits, starts)
 	return f
 }

@@ -59,6 +59,9 @@ type Meta struct {
 	Counts     map[string][2]int `json:"counts"` // head -> [negatives, positives] in training
 	Holdout    map[string][2]int `json:"holdout"`
 	Sources    []string          `json:"sources"`
+	// SentenceStarts says the model was trained with sentence-start
+	// features (see features.extract); it is scored with them.
+	SentenceStarts bool `json:"sentence_starts,omitempty"`
 }
 
 // Model is a trained classifier. It is safe for concurrent use.
@@ -245,7 +248,7 @@ func (m *Model) Scores(text string) []Score {
 }
 
 func (m *Model) scoreInto(text string, out []Score, depth int) {
-	f := textFeatures(text, m.Bits)
+	f := textFeatures(text, m.Bits, m.Meta.SentenceStarts)
 	defer featPool.Put(f)
 	sums := sumPool.Get().(*[]float32)
 	defer sumPool.Put(sums)

@@ -76,13 +76,21 @@ type TrainConfig struct {
 	// head only: the unsafe head's held-out recall fell with it (0.61 to
 	// 0.40 at 20).
 	SourceBalance float64
+	// SentenceStarts adds the first word of each sentence or line as a
+	// feature of its own (see Meta.SentenceStarts).
+	SentenceStarts bool
 }
 
 // DefaultTrainConfig is what `aegis train` uses.
 func DefaultTrainConfig() TrainConfig {
+	// Prior 4 and sentence starts were chosen by leaving training sources
+	// out (mean recall at 1% FPR over the bipia, sysprompt, jbb, dan and
+	// promptshield folds: prior 16 without starts 0.617, with starts
+	// 0.626, prior 8 0.644, prior 4 0.647); leaving languages out gave
+	// the same AUC and false-positive rate for priors 4 and 16.
 	return TrainConfig{Bits: 19, Epochs: 16, Seed: 1, LearningRate: 0.1, L2: 1e-7,
-		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 16,
-		SourceFPR: 0.02, MinSourceNeg: 25, SourceBalance: 20}
+		HoldoutPercent: 20, TargetFPR: 0.01, HighFPR: 0.002, Window: 64, Stride: 32, TrainWindows: []int{64}, Prior: 4,
+		SourceFPR: 0.02, MinSourceNeg: 25, SourceBalance: 20, SentenceStarts: true}
 }
 
 // Report says what Train did.
@@ -176,7 +184,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 			hold = append(hold, p)
 			continue
 		}
-		f.extract(p.norm, cfg.Bits)
+		f.extract(p.norm, cfg.Bits, cfg.SentenceStarts)
 		p.idx = slices.Clone(f.idx)
 		p.nWord = f.nWord
 		train = append(train, p)
@@ -212,7 +220,7 @@ func Train(examples []Example, cfg TrainConfig) (*Model, *Report, error) {
 	m := &Model{Bits: cfg.Bits, Window: cfg.Window, Stride: cfg.Stride, Prior: cfg.Prior, Meta: Meta{
 		Seed: cfg.Seed, Epochs: cfg.Epochs, DataDigest: hex.EncodeToString(digest.Sum(nil)),
 		TargetFPR: cfg.TargetFPR, HighFPR: cfg.HighFPR,
-		Counts: map[string][2]int{}, Holdout: map[string][2]int{},
+		Counts: map[string][2]int{}, Holdout: map[string][2]int{}, SentenceStarts: cfg.SentenceStarts,
 	}}
 	srcs := map[string]bool{}
 	for _, p := range all {
@@ -336,7 +344,7 @@ func trainHead(name string, hi int, train, hold []*prepared, cfg TrainConfig, m 
 	}
 	// Calibrate on the held-out split with the full scorer (windows and
 	// payloads included), exactly as inference will score.
-	probe := &Model{Bits: m.Bits, Window: m.Window, Stride: m.Stride, Prior: m.Prior, Heads: []Head{head}}
+	probe := &Model{Bits: m.Bits, Window: m.Window, Stride: m.Stride, Prior: m.Prior, Heads: []Head{head}, Meta: Meta{SentenceStarts: m.Meta.SentenceStarts}}
 	var negs, pos []float64
 	type srcScore struct {
 		key string

@@ -32,7 +32,11 @@ type promptshieldRow struct {
 //
 // Labels: attacks are injection positives with the unsafe head ignored
 // (most are exploit payloads and jailbreaks, not harmful content in the
-// sense that head judges); benign rows are negatives for both heads.
+// sense that head judges); benign rows are negatives for both heads. The
+// benign rows were generated from templates ("Help me with {topic}"), so
+// they are marked Generated: trained on, never held out, so that the
+// thresholds rest on real benign text rather than on many easy
+// templated questions.
 func Promptshield(root string) ([]classifier.Example, error) {
 	rows, err := readJSONL[promptshieldRow](root, promptshieldFile)
 	if err != nil {
@@ -64,11 +68,11 @@ func Promptshield(root string) ([]classifier.Example, error) {
 	})
 	out := make([]classifier.Example, 0, len(keys))
 	for _, k := range keys {
-		l := benign
+		ex := classifier.Example{Text: k.text, Source: "promptshield", Labels: benign, Generated: k.label == 0}
 		if k.label == 1 && seen[k] != "control" {
-			l = injPos
+			ex.Labels = injPos
 		}
-		out = append(out, classifier.Example{Text: k.text, Source: "promptshield", Labels: l})
+		out = append(out, ex)
 	}
 	return out, nil
 }

