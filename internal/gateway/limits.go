@@ -55,36 +55,29 @@ func NewServer(h http.Handler, errorLog *log.Logger) *http.Server {
 	}
 }
 
-func (g *Gateway) bodyReadTimeout() time.Duration {
-	if g.BodyReadTimeout > 0 {
-		return g.BodyReadTimeout
+// positiveOr returns v when it is set (positive), else def.
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
 	}
-	return DefaultBodyReadTimeout
+	return def
+}
+
+func (g *Gateway) bodyReadTimeout() time.Duration {
+	return positiveOr(g.BodyReadTimeout, DefaultBodyReadTimeout)
 }
 
 func (g *Gateway) clientWriteTimeout() time.Duration {
-	if g.ClientWriteTimeout > 0 {
-		return g.ClientWriteTimeout
-	}
-	return DefaultClientWriteTimeout
+	return positiveOr(g.ClientWriteTimeout, DefaultClientWriteTimeout)
 }
 
-func (g *Gateway) maxResponse() int {
-	if g.MaxResponseBytes > 0 {
-		return g.MaxResponseBytes
-	}
-	return DefaultMaxResponseBytes
-}
+func (g *Gateway) maxResponse() int { return positiveOr(g.MaxResponseBytes, DefaultMaxResponseBytes) }
 
 // acquireStream takes a slot for a generating request; it reports false
 // when MaxConcurrentStreams are already in flight.
 func (g *Gateway) acquireStream() bool {
 	g.streamsOnce.Do(func() {
-		n := g.MaxConcurrentStreams
-		if n <= 0 {
-			n = DefaultMaxConcurrentStreams
-		}
-		g.streams = make(chan struct{}, n)
+		g.streams = make(chan struct{}, positiveOr(g.MaxConcurrentStreams, DefaultMaxConcurrentStreams))
 	})
 	select {
 	case g.streams <- struct{}{}:
