@@ -15,6 +15,7 @@ type Judgement struct {
 	Text     string   `json:"text"`
 	Risk     string   `json:"risk,omitempty"`
 	Policies []string `json:"policies,omitempty"`
+	Loose    bool     `json:"loose,omitempty"` // Qwen3Guard's Controversial passes
 	// Prefill asks only to warm the server's prompt cache; no verdict.
 	Prefill bool `json:"prefill,omitempty"`
 }
@@ -54,7 +55,7 @@ func (c *Client) Judge(ctx context.Context, j Judgement) (*Result, error) {
 		}
 		return c.Check(ctx, task, prompt)
 	}
-	s := Subject{Mode: ModeResponse, User: j.User, Text: j.Text, Risk: j.Risk, Policies: j.Policies}
+	s := Subject{Mode: ModeResponse, User: j.User, Text: j.Text, Risk: j.Risk, Policies: j.Policies, Loose: j.Loose}
 	if j.Prefill {
 		return nil, c.Prefill(ctx, c.NativePrompt(ctx, proto, s))
 	}

@@ -300,7 +300,8 @@ func TestSpecValidation(t *testing.T) {
 	}
 	for _, c := range []Config{{URL: "http://x", Kind: "vllm"}, {URL: "http://x", Task: "poetry"},
 		{URL: "http://x", Protocol: "llamaguard2"}, {URL: "http://x", Protocol: "llama-guard", Task: "drift"},
-		{URL: "http://x", Risk: "weather"}, {URL: "http://x", Policies: []string{"spam"}}} {
+		{URL: "http://x", Risk: "weather"}, {URL: "http://x", Policies: []string{"spam"}},
+		{URL: "http://x", Controversial: "maybe"}} {
 		if _, err := New(c, nil, nil); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}

@@ -40,6 +40,12 @@ func (c *Client) CheckNative(ctx context.Context, p Protocol, s Subject) (*Resul
 	}
 	res.Protocol = p
 	res.Verdict = verdictFrom(n, s, res.Answer)
+	if !res.HasProbs {
+		res.PFail = 0
+		if res.Verdict.Verdict == validator.Fail {
+			res.PFail = 1
+		}
+	}
 	if res.HasProbs && res.Answer.Unsafe {
 		res.Verdict.Risk = riskFromProb(res.PFail)
 	}
@@ -55,7 +61,7 @@ func (c *Client) nativeLlama(ctx context.Context, p Protocol, s Subject, start t
 	}
 	pr := c.NativePrompt(ctx, p, s)
 	base := pr.Prefix + pr.Suffix + n.open()
-	fail, pass := n.words()
+	fail, pass := decisionWords(n, s)
 	var alts []string
 	for _, w := range append(append([]string(nil), fail...), pass...) {
 		alts = append(alts, gbnfLit(w))
@@ -91,28 +97,17 @@ func (c *Client) nativeLlama(ctx context.Context, p Protocol, s Subject, start t
 			text += rest.Content
 		}
 	} else {
-		text = passAnswer(n, s, word)
+		// A passing word decides the whole answer; what the model would
+		// add after it (Qwen3Guard's "Categories: None", its refusal line)
+		// is not asked for, so it is not reported.
+		res.Text, res.Answer = text, Answer{Label: word}
+		return res, nil
 	}
 	res.Text = text
 	if res.Answer, err = n.parse(s, text); err != nil {
 		return nil, fmt.Errorf("guard llm: %w", err)
 	}
 	return res, nil
-}
-
-// passAnswer is the whole answer a passing decision word stands for: the
-// grammar leaves nothing to choose after it but a fixed tail (Qwen3Guard's
-// "Categories: None"; its refusal line is not needed for the verdict and
-// is reported as unknown).
-func passAnswer(n native, s Subject, word string) string {
-	text := n.open() + word
-	if _, ok := n.(qwen3Guard); ok {
-		text += "\nCategories: None"
-		if s.Mode == ModeResponse {
-			text += "\nRefusal: No"
-		}
-	}
-	return text
 }
 
 func (c *Client) nativeOllama(ctx context.Context, n native, s Subject) (*Result, error) {
@@ -138,11 +133,7 @@ func (c *Client) nativeOllama(ctx context.Context, n native, s Subject) (*Result
 	if err != nil {
 		return nil, fmt.Errorf("guard llm: %w", err)
 	}
-	res := &Result{Answer: ans, Text: text, PromptTokens: out.PromptEvalCount, Predicted: out.EvalCount}
-	if ans.Unsafe {
-		res.PFail = 1
-	}
-	return res, nil
+	return &Result{Answer: ans, Text: text, PromptTokens: out.PromptEvalCount, Predicted: out.EvalCount}, nil
 }
 
 // ollamaAnswerTokens caps a free answer on Ollama.
@@ -166,6 +157,16 @@ func parseLeading(n native, s Subject, text string) (Answer, error) {
 		firstErr = fmt.Errorf("empty guard answer")
 	}
 	return Answer{}, firstErr
+}
+
+// decisionWords are the words that fail and pass s: in loose mode
+// Qwen3Guard's Controversial passes.
+func decisionWords(n native, s Subject) (fail, pass []string) {
+	fail, pass = n.words()
+	if _, ok := n.(qwen3Guard); ok && s.Loose {
+		return []string{"Unsafe"}, []string{"Safe", "Controversial"}
+	}
+	return fail, pass
 }
 
 // wordOf returns the decision word the generated token starts.

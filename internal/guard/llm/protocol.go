@@ -73,6 +73,9 @@ type Subject struct {
 	// Policies names the ShieldGemma policies (dangerous, harassment, hate,
 	// sexual); none means all four.
 	Policies []string
+	// Loose counts Qwen3Guard's Controversial as safe (its card's loose
+	// mode); by default it fails like Unsafe (strict mode).
+	Loose bool
 }
 
 // Answer is a native guard answer in the model's own terms.
@@ -178,7 +181,7 @@ func AnswerGrammar(p Protocol, s Subject) (string, int) {
 // unsafe_content. A prompt judged unsafe is blocked, a response halted.
 func verdictFrom(n native, s Subject, a Answer) *validator.Verdict {
 	v := &validator.Verdict{Verdict: validator.Pass, Risk: validator.RiskLow, Action: validator.ActionRelease, Findings: []validator.Finding{}}
-	if !a.Unsafe {
+	if !a.Unsafe || (s.Loose && a.Label == "Controversial") {
 		return v
 	}
 	v.Verdict, v.Risk, v.Reason = validator.Fail, validator.RiskMedium, validator.ReasonUnsafeContent

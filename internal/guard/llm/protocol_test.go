@@ -298,3 +298,29 @@ func FuzzCutLayout(f *testing.F) {
 		}
 	})
 }
+
+// TestQwenLooseMode: in loose mode Qwen3Guard's Controversial passes,
+// Unsafe still fails.
+func TestQwenLooseMode(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		loose bool
+		fail  bool
+	}{
+		{"Safety: Controversial\nCategories: PII", false, true},
+		{"Safety: Controversial\nCategories: PII", true, false},
+		{"Safety: Unsafe\nCategories: PII", true, true},
+	} {
+		s := Subject{Mode: ModePrompt, Loose: c.loose}
+		a, err := ParseAnswer(ProtocolQwen3Guard, s, c.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := verdictFrom(qwen3Guard{}, s, a); (v.Verdict == validator.Fail) != c.fail {
+			t.Errorf("%q loose %v: %s", c.text, c.loose, v.Verdict)
+		}
+	}
+	if fail, pass := decisionWords(qwen3Guard{}, Subject{Loose: true}); !reflect.DeepEqual(fail, []string{"Unsafe"}) || len(pass) != 2 {
+		t.Errorf("loose words %v %v", fail, pass)
+	}
+}

@@ -180,6 +180,19 @@ func TestProtocolsOnLlamaServer(t *testing.T) {
 					t.Fatalf("%s: %v", s.Mode, err)
 				}
 				checkNativeResult(t, m.p, s, res)
+				if m.p == ProtocolQwen3Guard {
+					// Loose mode: Controversial is a passing word, so the
+					// probability and the verdict both count it as safe.
+					s.Loose = true
+					loose, err := c.CheckNative(ctx, m.p, s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if loose.Answer.Label == "Controversial" && loose.Verdict.Verdict != validator.Pass ||
+						loose.PFail > res.PFail || loose.Answer.Unsafe != (loose.Answer.Label == "Unsafe") {
+						t.Errorf("loose: %+v (strict p_unsafe %.3f)", loose, res.PFail)
+					}
+				}
 			}
 		})
 	}

@@ -46,6 +46,9 @@ type Config struct {
 	// Policies are the ShieldGemma policies to judge against (dangerous,
 	// harassment, hate, sexual; all four by default).
 	Policies []string `json:"policies" yaml:"policies"`
+	// Controversial is what Qwen3Guard's Controversial answer means: fail
+	// (the default, its card's strict mode) or pass (loose mode).
+	Controversial string `json:"controversial" yaml:"controversial"`
 	// PrefillOnly, when true, sends only cache-warming prefill requests
 	// while the output streams and asks for the verdict once at the end;
 	// output is then held back until that verdict.
@@ -153,6 +156,9 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	if proto != ProtocolAuto && proto != ProtocolVerdictJSON && (task == TaskDrift || task == TaskToolCall) {
 		return nil, fmt.Errorf("guard_llm: protocol %s judges safety; task %s needs protocol verdict-json", proto, task)
 	}
+	if c.Controversial != "" && c.Controversial != "fail" && c.Controversial != "pass" {
+		return nil, fmt.Errorf("guard_llm: controversial is fail or pass, not %q", c.Controversial)
+	}
 	if c.Risk != "" {
 		if _, ok := graniteRisks[c.Risk]; !ok {
 			return nil, fmt.Errorf("guard_llm: unknown risk %q (want one of %v)", c.Risk, GraniteRisks())
@@ -254,13 +260,14 @@ func (g *Guard) startLocked(final bool) {
 func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error) {
 	s := g.subject(text)
 	return g.judge.Judge(ctx, Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
-		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Prefill: c.prefill})
+		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Loose: s.Loose, Prefill: c.prefill})
 }
 
 // subject is what a native-protocol call judges: the response so far,
 // as the answer to the last user message.
 func (g *Guard) subject(text string) Subject {
-	s := Subject{Mode: ModeResponse, User: g.user, Text: text, Risk: g.cfg.Risk, Policies: g.cfg.Policies}
+	s := Subject{Mode: ModeResponse, User: g.user, Text: text, Risk: g.cfg.Risk, Policies: g.cfg.Policies,
+		Loose: g.cfg.Controversial == "pass"}
 	if s.Risk == "" && g.task == TaskInjection {
 		s.Risk = "jailbreak"
 	}
