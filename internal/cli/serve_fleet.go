@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,14 +58,18 @@ func (f fleetConfig) merge(flags fleetConfig) fleetConfig {
 }
 
 // startFleet joins the fleet when fleet.nats is set: the gateway's events
-// go out on NATS, its dashboard shows every member, its metrics carry a
-// gateway label, and guard_llm checks may name nats. With guard_workers,
+// go out on NATS, its dashboard shows every member, and guard_llm checks
+// may name nats. Its metrics carry a gateway label then, and also when it
+// shares a PostgreSQL incident log. With guard_workers,
 // every request also gets a guard_llm check sent to those workers, with
 // the local guard server (sup, may be nil) as the fallback while NATS is
 // unreachable. It returns the function that leaves.
 func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *gateway.Gateway, sup *supervisor.Supervisor, log *slog.Logger) (func(), error) {
 	fc := cfg.Fleet
-	guardnats.Register(log) // guard_llm checks in the policy may name nats
+	guardnats.Register(log)                                    // guard_llm checks in the policy may name nats
+	if fc.NATS != "" || store.IsPostgres(cfg.Incidents.Path) { // one of several gateways
+		obs.metricsHandler = labelled(obs.Metrics.Registry(), fc.gatewayName(cfg.Listen))
+	}
 	if fc.NATS == "" {
 		if fc.GuardWorkers != "" {
 			return nil, usagef("--guard-workers needs --nats")
@@ -91,7 +97,6 @@ func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *ga
 			Total   fleet.Totals   `json:"total"`
 		}{ms, fleet.Sum(ms)}
 	}
-	obs.metricsHandler = labelled(obs.Metrics.Registry(), name)
 	if fc.GuardWorkers != "" {
 		g.Extra = workerExtra(sup, cfg.GuardServer, fc, log)
 	}
@@ -129,6 +134,7 @@ func labelled(reg *prometheus.Registry, name string) http.Handler {
 		for _, mf := range mfs {
 			for _, m := range mf.Metric {
 				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("gateway"), Value: proto.String(name)})
+				slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
 			}
 		}
 		return mfs, err
