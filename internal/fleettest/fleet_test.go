@@ -59,15 +59,22 @@ func startWorker(t *testing.T, bin, natsURL, id, device, guardURL string) *worke
 	return w
 }
 
-// waitMembers waits until the roll call lists every one of ids.
-func waitMembers(t *testing.T, natsURL string, ids ...string) {
+// waitMembers waits until the roll call lists every one of ids (a worker
+// that never shows up fails the test, with its log, after two minutes).
+func waitMembers(t *testing.T, natsURL string, ws []*worker, ids ...string) {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for {
+	for giveUp := time.Now().Add(2 * time.Minute); ; {
+		if time.Now().After(giveUp) {
+			for _, w := range ws {
+				t.Log(w.log.String())
+			}
+			t.Fatalf("guard workers %v never answered the roll call", ids)
+		}
 		ms, err := fleet.RollCall(context.Background(), nc, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -238,7 +245,7 @@ func TestFleet(t *testing.T) {
 		startWorker(t, bin, nt.URL, "worker-cpu", "CPU", env.LlamaCPUURL),
 		startWorker(t, bin, nt.URL, "worker-vulkan0", "Vulkan0", env.LlamaVulkanURL),
 	}
-	waitMembers(t, nt.URL, "worker-cpu", "worker-vulkan0")
+	waitMembers(t, nt.URL, workers, "worker-cpu", "worker-vulkan0")
 	var gws []string
 	var stops []func()
 	for i := range 3 {
