@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/guardnats"
@@ -72,5 +74,43 @@ func TestGuardWorkerRunsItsModel(t *testing.T) {
 	}
 	if s.Worker() != "w-cpu" {
 		t.Errorf("answered by %q", s.Worker())
+	}
+}
+
+// TestGuardWorkersFallBackToLocalGuard: serve --guard-workers with
+// --guard-model asks its own supervised guard server while NATS is
+// unreachable, so a fail-closed gateway still gets verdicts.
+func TestGuardWorkersFallBackToLocalGuard(t *testing.T) {
+	env := testbed.Require(t, "llama-cpu")
+	nt := testbed.StartNATS(t)
+	nt.Stop() // NATS down from the start: the gateway's connection keeps retrying
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	closed := false
+	gc := guardServerConfig{Model: env.Model, Device: "CPU", LlamaServer: env.LlamaServer, FailOpen: &closed}
+	sup, err := startGuardServer(ctx, gc, &events.Bus{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Stop(context.Background()) })
+	guardnats.Register(log)
+	extra := workerExtra(sup, gc, fleetConfig{NATS: nt.URL, GuardWorkers: "stories260K"}, log)
+	vs := extra(&validator.Request{Messages: []validator.Message{{Role: "user", Content: "Tell me about the sun."}}})
+	if len(vs) != 1 {
+		t.Fatalf("extra checks %v, want one guard_llm", vs)
+	}
+	g := vs[0].(*llm.Guard)
+	text := "The sun is the star at the centre of the solar system."
+	g.Write([]byte(text))
+	g.Close()
+	g.Wait()
+	if !g.Done() {
+		t.Fatal("no final verdict after the call returned")
+	}
+	for _, f := range g.Findings() {
+		if f.Reason == validator.ReasonGuardUnavailable {
+			t.Fatalf("the local guard server did not stand in for the workers: %+v", f)
+		}
 	}
 }
