@@ -221,6 +221,9 @@ func (x *exchange) attempt(n int, body []byte) result {
 		}
 		x.lastUp = now
 		if !x.feed(chk, p, &c, now) {
+			if r, ok := x.fixSyntax(chk, st, n); ok {
+				return r
+			}
 			cancel() // stop the generation at once: a loop must not run to max_tokens
 			return result{kind: resFail, verdict: chk.Verdict(n)}
 		}
@@ -234,6 +237,9 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	chk.Close()
 	if chk.Failed() {
+		if r, ok := x.fixSyntax(chk, st, n); ok {
+			return r
+		}
 		return result{kind: resFail, verdict: chk.Verdict(n)}
 	}
 	x.release(chk.ReleasePoint())
@@ -253,6 +259,7 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
 		}
 		start := len(x.text)
 		x.text = append(x.text, c.text...)
+		x.noteToken(start, len(x.text))
 		chk.Write(x.text[start:])
 		if x.stream {
 			x.pending = append(x.pending, pend{raw: p, start: start, end: len(x.text)})

@@ -54,7 +54,17 @@
 // A continued prefix is never grammar-constrained (llama-server refuses a
 // grammar whose start is already fixed). Retries are bounded by the
 // policy's budgets and by MaxAttempts; optimistic mode never retries once
-// text went out.
+// text went out. The client's token limit (max_tokens,
+// max_completion_tokens, n_predict, Ollama's num_predict) is for the whole
+// answer it reads: a retry that continues released text asks only for what
+// is left, and the usage counts move the prefill from prompt to completion
+// (budget.go).
+//
+// A JSON error that jsonsyntax.Repair fixes mechanically (the fix_syntax
+// hint: a trailing comma, single quotes, a code fence) is repaired locally
+// without a round trip when nothing was released yet: the rest of the
+// answer is read, repaired, and checked again; when it passes, it is the
+// answer; otherwise the request is retried (fixsyntax.go).
 //
 // # Halts and errors
 //

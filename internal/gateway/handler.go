@@ -237,7 +237,9 @@ type exchange struct {
 	firstOut    time.Time
 	lastUp      time.Time // the last upstream chunk read
 	heldMax     int
-	upTokens    int
+
+	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
+	carried int         // released tokens of earlier attempts
 }
 
 // pend is an upstream chunk not yet (wholly) given to the client, with

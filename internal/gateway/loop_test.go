@@ -89,6 +89,14 @@ func TestTestbedLoop(t *testing.T) {
 			t.Fatalf("neither repaired nor halted: %+v", m)
 		}
 		t.Logf("repaired in %d attempts: %q", m.Attempts, s.content)
+		// The retry continued within the client's budget (max_tokens 490 for
+		// the whole answer). Re-tokenizing the text is not exactly the
+		// generation's tokens (a character split over two tokens streams as
+		// one chunk), hence 1 % of slack; without the budget the retry asks
+		// for all 490 again.
+		if n := countTokens(t, up, s.content); n > 495 {
+			t.Fatalf("the repaired answer has %d tokens, over max_tokens 490", n)
+		}
 	}
 	// The client never saw the loop: the text it got does not restart the story.
 	if strings.Contains(s.content[min(len(s.content), 20):], d.content[:80]) {

@@ -103,6 +103,7 @@ func (x *exchange) meta(v validator.Verdict) *meta {
 
 // pass ends a request whose attempt passed.
 func (x *exchange) pass(v validator.Verdict) {
+	x.adjustUsage()
 	m := x.meta(v)
 	if x.stream {
 		x.release(len(x.text))

@@ -46,9 +46,12 @@ const (
 //
 // When text was already released, the request continues it: the released
 // prefix becomes an assistant prefill (chat) or is appended to the prompt
-// (completions), so the client's answer reads as one.
+// (completions), so the client's answer reads as one, and the token limit
+// is lowered by the tokens already released.
 func (x *exchange) corrected(v validator.Verdict) []byte {
+	x.carryTokens()
 	b := x.body.clone()
+	x.shrinkBudget(b)
 	b.set("stream", true)
 	if !x.stream && !x.route.ndjson() {
 		so := b.object("stream_options")

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"errors"
+	"io"
+
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
+)
+
+// fixSyntax applies the fix_syntax repair locally, without a round trip:
+// when the attempt failed on a JSON error that jsonsyntax.Repair can fix
+// (a trailing comma, single quotes, a code fence), nothing was released
+// yet and no tool call is involved, it reads the rest of the answer, repairs
+// it, and runs a fresh set of checks over the repaired document. When they
+// pass, the repaired document is the answer; otherwise (the repair did not
+// apply, the answer was cut off by the token limit, the checks still fail)
+// it reports false and the request is retried as the policy says.
+func (x *exchange) fixSyntax(chk Checker, st *upstream.Stream, n int) (result, bool) {
+	v := chk.Verdict(n)
+	f, ok := syntaxFinding(v)
+	if !ok || x.sent > 0 || len(x.tools.calls) > 0 || len(x.olTools) > 0 || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
+		return result{}, false
+	}
+	if err := x.drain(st, n); err != nil {
+		return result{}, false
+	}
+	if x.finish == "length" {
+		return result{}, false // cut off: closing it would invent the end
+	}
+	fixed, ok := jsonsyntax.Repair(x.text)
+	if !ok {
+		return result{}, false
+	}
+	again, err := x.g.newChecker(x.vreq)
+	if err != nil {
+		return result{}, false
+	}
+	again.Write(fixed)
+	again.Close()
+	if again.Failed() {
+		return result{}, false
+	}
+	x.text = fixed
+	if x.stream {
+		// The upstream's text chunks no longer match the text: the repaired
+		// document goes out as one chunk after the text-less ones (the role).
+		kept := x.pending[:0]
+		for _, p := range x.pending {
+			if p.start == p.end {
+				p.start, p.end = 0, 0
+				kept = append(kept, p)
+			}
+		}
+		x.pending = append(kept, pend{raw: x.route.synth(&x.tpl, string(fixed)), end: len(fixed), owned: true})
+	}
+	x.heldMax = max(x.heldMax, len(fixed))
+	x.repaired = true
+	out := again.Verdict(n)
+	out.Findings = append(out.Findings, validator.Finding{Check: f.Check, Start: f.Start, End: f.End,
+		Message: "repaired locally (fix_syntax): " + f.Message})
+	return result{kind: resPass, verdict: out}, true
+}
+
+// syntaxFinding returns the failing finding of v when it is a JSON error
+// with the fix_syntax hint.
+func syntaxFinding(v validator.Verdict) (validator.Finding, bool) {
+	if v.Verdict != validator.Fail || v.Reason != validator.ReasonInvalidJSON && v.Reason != validator.ReasonSchemaViolation {
+		return validator.Finding{}, false
+	}
+	for _, f := range v.Findings {
+		if f.Reason == v.Reason {
+			return f, f.Hint == validator.ActionFixSyntax
+		}
+	}
+	return validator.Finding{}, false
+}
+
+var errToolInDrain = errors.New("tool call")
+
+// drain reads the rest of the attempt's answer into x.text and its
+// closing chunks into x.tail, without checks.
+func (x *exchange) drain(st *upstream.Stream, n int) error {
+	var c chunk
+	for {
+		p, err := st.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := x.route.parse(p, &c); err != nil {
+			return err
+		}
+		if c.errMsg != "" {
+			return errors.New(c.errMsg)
+		}
+		if x.tpl.foreign(x.route, &c, n) {
+			p = x.tpl.restamp(p)
+		}
+		switch {
+		case len(c.toolCalls) > 0 || len(c.olToolCalls) > 0:
+			return errToolInDrain
+		case c.hasText:
+			x.text = append(x.text, c.text...)
+			if c.finish {
+				x.keepTail(nil, &c)
+			}
+		case c.finish || x.finish != "":
+			x.keepTail(p, &c)
+		}
+	}
+}
