@@ -43,7 +43,7 @@ type lineRule struct {
 
 var lineRules = []lineRule{
 	{"private key block", regexp.MustCompile(`(-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----)`), 0, 0},
-	{"AWS secret access key", regexp.MustCompile(`(?i)aws.{0,20}?(?:secret|sk).{0,20}?["'\s:=]+([A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)`), 3.5, 40},
+	{"AWS secret access key", regexp.MustCompile(`(?i)(?:^|[^a-z0-9])aws.{0,20}?(?:secret|sk).{0,20}?["'\s:=]{1,40}([A-Za-z0-9/+=]{40})(?:[^A-Za-z0-9/+=]|$)`), 3.5, 40},
 	{"password or secret assignment", regexp.MustCompile(`(?i)(?:pass(?:word|wd|phrase)?|pwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|client[_-]?secret|private[_-]?key|token)["']?\s*(?::=|[:=]|=>)\s*["'\x60]([^"'\x60\s]{8,200})["'\x60]`), 3.0, 8},
 }
 

@@ -32,8 +32,9 @@
 // word being read, only from the first byte where a credential shape could
 // still begin ("sk-", "AKIA", "eyJ", "-----BEGIN", ...; an ordinary word
 // flows letter by letter, see prefix.go), the rest of a
-// line after "-----BEGIN", after "aws" or after a quote that follows ':'
-// or '=' (an assignment value), a partial match of a marked secret, and a
+// line after "-----BEGIN", a run of key characters soon after a word
+// "aws", a quoted value after ':' or '=' until its closing quote (an
+// assignment value, judged as soon as it closes), a partial match of a marked secret, and a
 // system-prompt run under way together with the last few words if they
 // open one of its shingles (and the word being read if its letters begin a
 // word that opens one).
@@ -152,10 +153,14 @@ type Detector struct {
 	kwFound    bool // the current line holds an assignment keyword
 	kwScanned  int  // bytes of the current line already searched for one
 	quoteHold  int
-	awsHold    int
 	beginHold  int
 	dashes     int
-	a1, a2     byte // the last two bytes, lower-cased, to spot "aws"
+	a0, a1, a2 byte // the last three bytes, lower-cased, to spot a word "aws"
+	// The AWS secret-key window (aws.go): the line after a word "aws".
+	awsSeen bool // the line has one (the line rule applies at its end)
+	awsAt   int  // offset after the latest "aws" while its window is open, else -1
+	awsFrom int  // index in line of that "aws"
+	awsRun  int  // start of the run of key characters being read, else -1
 
 	ovDone   bool
 	findings []validator.Finding
@@ -183,7 +188,7 @@ func New(cfg Config, system string) (*Detector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &Detector{cfg: cfg, allow: map[string]bool{}, quoteHold: -1, awsHold: -1, beginHold: -1}
+	d := &Detector{cfg: cfg, allow: map[string]bool{}, quoteHold: -1, awsAt: -1, awsRun: -1, beginHold: -1}
 	for _, a := range cfg.Allow {
 		d.allow[strings.ToLower(a)] = true
 	}
@@ -265,8 +270,8 @@ func (d *Detector) Settled() int {
 		if d.quoteHold >= 0 {
 			s = min(s, d.quoteHold)
 		}
-		if d.awsHold >= 0 {
-			s = min(s, d.awsHold)
+		if h := d.awsHeld(); h >= 0 {
+			s = min(s, h)
 		}
 		if d.beginHold >= 0 {
 			s = min(s, d.beginHold)
@@ -319,10 +324,19 @@ func (d *Detector) byteAt(c byte) {
 		if c == '\n' {
 			d.endLine()
 			d.lineStart = at + 1
-		} else if len(d.line) < maxLine {
-			d.line = append(d.line, c)
+		} else {
+			if len(d.line) == 0 {
+				d.lineStart = at
+			}
+			if len(d.line) < maxLine {
+				d.line = append(d.line, c)
+			}
+			d.awsByte(c, at)
+			if d.quoteHold >= 0 {
+				d.quoteHold = -1 // a quoted value has no white space
+			}
 		}
-		d.a1, d.a2, d.dashes = d.a2, c, 0
+		d.a0, d.a1, d.a2, d.dashes = d.a1, d.a2, c, 0
 		return
 	}
 	if breaksWord(c) {
@@ -348,25 +362,26 @@ func (d *Detector) byteAt(c byte) {
 	if lc >= 'A' && lc <= 'Z' {
 		lc += 'a' - 'A'
 	}
+	d.awsByte(c, at)
 	switch {
 	case c == ':' || c == '=':
 		d.assignSeen = true
-	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.quoteHold < 0 && d.lineHasAssignKeyword():
+	case (c == '"' || c == '\'' || c == '`') && d.quoteHold >= 0:
+		d.quoteClosed()
+	case (c == '"' || c == '\'' || c == '`') && d.assignSeen && d.lineHasAssignKeyword():
 		d.quoteHold = at
 	case c == 'B' && d.dashes >= 5 && d.beginHold < 0:
 		d.beginHold = at - 5
 	}
-	if lc == 's' && d.a1 == 'a' && d.a2 == 'w' && d.awsHold < 0 {
-		// The secret key comes after "aws" and a "secret" or "sk": hold
-		// from here (the letters of "aws" may already be out).
-		d.awsHold = at + 1
+	if lc == 's' && d.a1 == 'a' && d.a2 == 'w' && !isAlnum(d.a0) {
+		d.awsOpen(at)
 	}
 	if c == '-' {
 		d.dashes++
 	} else {
 		d.dashes = 0
 	}
-	d.a1, d.a2 = d.a2, lc
+	d.a0, d.a1, d.a2 = d.a1, d.a2, lc
 }
 
 func (d *Detector) endWord() {
@@ -386,15 +401,17 @@ func (d *Detector) endWord() {
 }
 
 func (d *Detector) endLine() {
-	if len(d.line) > 0 && (d.quoteHold >= 0 || d.awsHold >= 0 || d.beginHold >= 0) {
+	if len(d.line) > 0 && (d.quoteHold >= 0 || d.awsSeen || d.beginHold >= 0) {
 		line := string(d.line)
-		d.scratch = scanLine(line, d.beginHold >= 0, d.awsHold >= 0, d.quoteHold >= 0, d.scratch[:0])
+		d.scratch = scanLine(line, d.beginHold >= 0, d.awsSeen, d.quoteHold >= 0, d.scratch[:0])
 		for _, m := range d.scratch {
 			d.reportCred(d.lineStart+m.start, d.lineStart+m.end, m.kind, line[m.start:m.end])
 		}
 	}
 	d.line = d.line[:0]
-	d.assignSeen, d.quoteHold, d.awsHold, d.beginHold, d.dashes = false, -1, -1, -1, 0
+	d.assignSeen, d.quoteHold, d.beginHold, d.dashes = false, -1, -1, 0
+	d.awsSeen, d.awsAt, d.awsRun = false, -1, -1
+	d.a0, d.a1, d.a2 = 0, 0, 0
 	d.kwFound, d.kwScanned = false, 0
 }
 

@@ -35,7 +35,7 @@ func TestWordHold(t *testing.T) {
 		{"url with a short password is not a credential", []string{"http://u:ab@", "", "d", ""}},
 		{"dashes may begin a private key header", []string{"---", "---", "--", "-----", "B", "-----B", "EGIN", "-----BEGIN"}},
 		{"a markdown rule is not a header", []string{"------", "-----", "\n", ""}},
-		{"aws letters flow, the value after them waits", []string{"aw", "", "s", "s", "_secret", "_secret"}},
+		{"aws letters flow, a run that may be the key waits", []string{"aw", "", "s", "s", "_secret", "secret", " = ", ""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
