@@ -34,6 +34,10 @@ var rules = []rule{
 	{[]string{"repeat"}, nil, repeatRule},
 	{[]string{"paragraph", "***", "section", "part"}, nil, paragraphsRule},
 	{[]string{"following"}, nil, optionsRule},
+	{langPhraseGuards(), nil, i18nLanguageRule},
+	{limitGuards, nil, i18nLimitRule},
+	{codeOnlyGuards, nil, i18nCodeOnlyRule},
+	{codeRequestGuards, nil, codeRequestRule},
 }
 
 var negations = []string{"not", "n't", "never", "without", "avoid", "no ", "refrain"}
