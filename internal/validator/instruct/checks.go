@@ -223,7 +223,9 @@ func init() {
 	reg("has_code", "The output contains code: a fenced block or lines of code, not prose alone.",
 		"Judged at the end of the output: an answer to a request for code that is all prose (filler) fails. A code fence, or a line with the punctuation or keywords of code, is code.",
 		"true\n", nil,
-		func(any, *validator.Request) (validator.Validator, error) { return newEnd("has_code", judgeHasCode), nil })
+		func(any, *validator.Request) (validator.Validator, error) {
+			return newEnd("has_code", judgeHasCode), nil
+		})
 
 	reg("language", "The output is written in a given language, identified with whatlanggo (trigram profiles, 84 languages).",
 		"Holds back the first LanguageWindow bytes (or the whole output if shorter), then identifies the language of that prefix; a different language fails at offset 0. Scripts are compared first; within one script a reliable trigram verdict is needed to fail. language: an English name (French) or an ISO 639-1/639-3 code (fr, fra).",
