@@ -24,7 +24,8 @@ func init() {
 			Long: `check reads cases, one JSON object per line:
   {"id": "...", "request": <OpenAI chat completion request>, "output": "<assistant text>", "tool_calls": [...]}
 and writes one verdict per case to stdout, in input order, carrying the case id. The checks are those
-of the policy (default: the default policy) plus the constraints compiled from each request's prompt.
+of the policy (default: the default policy) plus the constraints compiled from each request's prompt,
+after the same input screen serve applies (guard.input: a prompt injection in the request blocks it).
 With no FILE, or FILE "-", it reads standard input.
 
 Exit status: 0 when every case passes, 1 when any case fails or a line is malformed (its verdict
@@ -44,6 +45,11 @@ carries the error and file:line), 2 when a file cannot be read or the policy is 
 					}
 					pol = p
 				}
+				// The same input screen serve applies (the policy's guard.input).
+				screen, err := serveInputGuard(pol)
+				if err != nil {
+					return usageErr(err)
+				}
 				if len(args) == 0 {
 					args = []string{"-"}
 				}
@@ -61,7 +67,7 @@ carries the error and file:line), 2 when a file cannot be read or the policy is 
 						in, label = f, name
 						defer f.Close()
 					}
-					st, err := pipeline.CheckLines(pol, in, label, stdio.Out, attempt, workers)
+					st, err := pipeline.CheckLinesScreened(pol, screen, in, label, stdio.Out, attempt, workers)
 					total.Cases += st.Cases
 					total.Failed += st.Failed
 					total.Malformed += st.Malformed

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,6 +95,17 @@ type job struct {
 // input order. A malformed or oversized line yields an ErrorVerdict and the
 // rest still run. The error is for reading r or writing w.
 func CheckLines(p *policy.Policy, r io.Reader, name string, w io.Writer, attempt, workers int) (Stats, error) {
+	return CheckLinesScreened(p, nil, r, name, w, attempt, workers)
+}
+
+// InputScreen judges a request before its output, as the gateway's input
+// check does (the guard's prompt-injection screen): a failing verdict
+// with action block is the case's verdict, and its output is not judged.
+type InputScreen func(ctx context.Context, req *validator.Request) *validator.Verdict
+
+// CheckLinesScreened is CheckLines with the requests screened first by
+// screen (nil: none), so that a case gets the verdict serve would give.
+func CheckLinesScreened(p *policy.Policy, screen InputScreen, r io.Reader, name string, w io.Writer, attempt, workers int) (Stats, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -106,7 +118,7 @@ func CheckLines(p *policy.Policy, r io.Reader, name string, w io.Writer, attempt
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				j.run(p, name, attempt)
+				j.run(p, screen, name, attempt)
 				done <- j
 			}
 		}()
@@ -226,7 +238,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func (j *job) run(p *policy.Policy, name string, attempt int) {
+func (j *job) run(p *policy.Policy, screen InputScreen, name string, attempt int) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -244,6 +256,8 @@ func (j *job) run(p *policy.Policy, name string, attempt int) {
 			if err := json.Unmarshal(line, &c); err != nil {
 				v = ErrorVerdict(lenientID(line), fmt.Errorf("%s:%d: malformed case: %w", name, lineNo, err))
 				j.stats.Malformed++
+			} else if blocked := screenCase(screen, &c); blocked != nil {
+				v = *blocked
 			} else if verdict, err := CheckCase(p, &c, attempt); err != nil {
 				v = ErrorVerdict(c.IDString(), fmt.Errorf("%s:%d: %w", name, lineNo, err))
 				j.stats.Malformed++
@@ -262,6 +276,21 @@ func (j *job) run(p *policy.Policy, name string, attempt int) {
 	}
 	j.out = buf.Bytes()
 	j.lines = nil
+}
+
+// screenCase returns the verdict of a case whose request the screen
+// blocks, else nil.
+func screenCase(screen InputScreen, c *Case) *validator.Verdict {
+	if screen == nil {
+		return nil
+	}
+	v := screen(context.Background(), c.Request.ValidatorRequest())
+	if v == nil || v.Verdict != validator.Fail || v.Action != validator.ActionBlock {
+		return nil
+	}
+	out := *v
+	out.ID = c.IDString()
+	return &out
 }
 
 // lenientID recovers the id of a malformed case when its top level still
