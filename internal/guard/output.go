@@ -40,7 +40,9 @@ func init() {
 last window_bytes of output. Text after the last scoring point is held back (Settled lags to
 it); scoring takes well under a millisecond, so the hold-back is one sentence. A score at or
 above the head's threshold (set at training time on held-out data, or the calibrated
-probability in threshold) fails the output with unsafe_content or prompt_injection.`,
+probability in threshold) fails the output with unsafe_content or prompt_injection; the
+prompt_injection head judges output at its high-risk level, as the input screen does by default.
+The verdict's risk is the policy's for the reason.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection, validator.ReasonGuardUnavailable},
 		Example: "heads: [unsafe_content, prompt_injection]\ncadence_tokens: 32\nfail_open: false\n",
 		Config:  func() any { return &OutputConfig{} },
@@ -125,13 +127,19 @@ func (o *output) scoreTo(b int) {
 				continue
 			}
 			flag := s.Flag
+			if h == classifier.HeadInjection {
+				// On the output the injection head flags only at its
+				// high-risk level (the input screen's default): its lower
+				// threshold flags ordinary sentences.
+				flag = s.HighRisk
+			}
 			if o.cfg.Threshold > 0 {
 				flag = float64(s.Prob) >= o.cfg.Threshold
 			}
 			if flag {
 				o.findings = append(o.findings, validator.Finding{
 					Check: "guard", Reason: validator.Reason(h), Start: o.settled, End: b,
-					Message: fmt.Sprintf("classifier scores the output as %s (p=%.2f, risk %s)", h, s.Prob, riskOf(s)),
+					Message: fmt.Sprintf("classifier scores the output as %s (p=%.2f)", h, s.Prob),
 				})
 				return
 			}
