@@ -34,7 +34,8 @@
 //     supervisor's name, GuardDevice = the child's device, GuardState =
 //     its state): aegis_supervisor_state{supervisor,child,state} is 1 for
 //     the child's current state and 0 for the other states it has been in
-//     (child "none" when no device serves, as in deterministic-only);
+//     (child "none" when no device serves, as at start-up or in
+//     deterministic-only; its series go away once a device reports);
 //     aegis_guard_device_up{device} is 1 while the state is ready or
 //     fallback (serving); GuardState "fallback" also counts
 //     aegis_guard_fallbacks_total.
@@ -297,6 +298,15 @@ func (c *Collector) guardStatus(e events.Event) {
 	if e.GuardState != "" {
 		key := [2]string{e.Upstream, child}
 		c.mu.Lock()
+		if none := [2]string{e.Upstream, "none"}; child != "none" && c.states[none] != nil {
+			// A device reports: the supervisor's no-device series (its
+			// start-up, or deterministic-only) is over; drop it rather
+			// than leave its last state at 1.
+			for s := range c.states[none] {
+				c.superState.DeleteLabelValues(e.Upstream, "none", s)
+			}
+			delete(c.states, none)
+		}
 		seen := c.states[key]
 		if seen == nil {
 			seen = map[string]struct{}{}

@@ -154,21 +154,12 @@ func TestCountersMatchEvents(t *testing.T) {
 		t.Fatalf("bus dropped %d events; the test would not be exact", d)
 	}
 
-	// Wait for the last effect of the last event (the fallback count of
-	// the seventh guard call), then scrape again: one gather reads the
-	// families one after another while Run is still applying events, so
-	// the scrape that first sees the last effect may have read other
-	// families before earlier events reached them.
-	var fams map[string]*dto.MetricFamily
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		fams = scrape(t, c.Handler())
-		if value(fams, "aegis_guard_fallbacks_total", "device=Vulkan0") == 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	fams = scrape(t, c.Handler())
+	// Every event is in the subscription's buffer: closing it lets Run
+	// apply them all and return, so the scrape sees every effect without
+	// waiting on the wall clock.
+	c.sub.Close()
+	<-done
+	fams := scrape(t, c.Handler())
 
 	checks := []struct {
 		name, metric, labels string
@@ -277,5 +268,33 @@ func TestBlocksAreNotHalts(t *testing.T) {
 		if got := value(fams, tc.family, tc.labels); got != tc.want {
 			t.Errorf("%s: %s{%s} = %v, want %v", tc.name, tc.family, tc.labels, got, tc.want)
 		}
+	}
+}
+
+// TestSupervisorGaugeNoStaleSeries: the supervisor reports "starting"
+// before any device serves (child none); once a device reports, no series
+// stays at 1 for a state the supervisor has left.
+func TestSupervisorGaugeNoStaleSeries(t *testing.T) {
+	c := New(nil)
+	for _, e := range []events.Event{
+		{Kind: events.GuardStatus, Upstream: "guard", GuardDevice: "Vulkan0", GuardState: "starting"},
+		{Kind: events.GuardStatus, Upstream: "guard", GuardState: "starting"},
+		{Kind: events.GuardStatus, Upstream: "guard", GuardDevice: "Vulkan0", GuardState: "ready"},
+		{Kind: events.GuardStatus, Upstream: "guard", GuardDevice: "Vulkan0", GuardState: "ready"},
+	} {
+		c.Observe(e)
+	}
+	fams := scrape(t, c.Handler())
+	for _, m := range fams["aegis_supervisor_state"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.Label {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if m.Gauge.GetValue() == 1 && labels["state"] != "ready" {
+			t.Errorf("stale series at 1: %v", labels)
+		}
+	}
+	if got := value(fams, "aegis_supervisor_state", "child=Vulkan0,state=ready"); got != 1 {
+		t.Errorf("current state = %v, want 1", got)
 	}
 }
