@@ -48,7 +48,7 @@ carries the error and file:line), 2 when a file cannot be read or the policy is 
 				// The same input screen serve applies (the policy's guard.input).
 				screen, err := serveInputGuard(pol)
 				if err != nil {
-					return usageErr(err)
+					return err
 				}
 				if len(args) == 0 {
 					args = []string{"-"}

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,8 +25,8 @@ func init() {
 			Use:   "devices",
 			Short: "List compute devices and how suitable each is for a guard model",
 			Long: `devices lists the CPU, the GPUs found in sysfs (PCI ids, integrated or
-discrete) and, with --llama-server, the devices that binary can use (the names
-to pass to -dev). Each device is classified against the hardware table: what to
+discrete) and the devices llama-server can use (the names to pass to -dev), from
+--llama-server or the llama-server on PATH. Each device is classified against the hardware table: what to
 expect from it as the home of a small guard model and which backends apply.
 The class is a hint; 'aegis bench sentinel' measures.`,
 			Args: noArgs,
@@ -33,6 +34,16 @@ The class is a hint; 'aegis bench sentinel' measures.`,
 				for _, e := range envs {
 					if !strings.Contains(e, "=") {
 						return usagef("--env wants KEY=VALUE, got %q", e)
+					}
+				}
+				if server == "" {
+					// llama-server's own devices (-dev names) come from the
+					// binary: use the one on PATH, and say so when there is none.
+					if p, err := exec.LookPath("llama-server"); err == nil {
+						server = p
+					} else {
+						fmt.Fprintln(stdio.Err, "aegis: llama-server is not on PATH, so the devices it can use (the -dev names such as "+
+							"Vulkan0 or CUDA0) are not listed; pass --llama-server PATH to list them")
 					}
 				}
 				r, err := devices.Discover(c.Context(), devices.Options{LlamaServer: server, Env: envs, Timeout: timeout})
@@ -49,7 +60,7 @@ The class is a hint; 'aegis bench sentinel' measures.`,
 			},
 		}
 		c.Flags().BoolVar(&asJSON, "json", false, "write the report as JSON")
-		c.Flags().StringVar(&server, "llama-server", "", "also list the devices this llama-server binary sees (--list-devices)")
+		c.Flags().StringVar(&server, "llama-server", "", "llama-server binary whose devices to list with --list-devices (default: llama-server on PATH)")
 		c.Flags().StringArrayVar(&envs, "env", nil, "KEY=VALUE added to llama-server's environment (e.g. GGML_VK_VISIBLE_DEVICES=0); repeatable")
 		c.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "time limit for llama-server --list-devices")
 		return c

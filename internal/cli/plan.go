@@ -174,7 +174,7 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 	}
 	m, err := gguf.Open(args[0], gguf.Limits{})
 	if err != nil {
-		return nil, err
+		return nil, usageErr(err) // a missing or unreadable model is unusable input
 	}
 	ctxTokens := f.ctx
 	if m.ContextLength > 0 && ctxTokens > m.ContextLength && !f.ctxSet {
@@ -233,7 +233,7 @@ func guardFor(s string, ctx int) (*placement.Guard, error) {
 	if strings.HasSuffix(strings.ToLower(s), ".gguf") {
 		m, err := gguf.Open(s, gguf.Limits{})
 		if err != nil {
-			return nil, fmt.Errorf("guard: %w", err)
+			return nil, usageErr(fmt.Errorf("guard: %w", err))
 		}
 		c := uint64(ctx)
 		if m.ContextLength > 0 {

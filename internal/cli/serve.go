@@ -70,7 +70,7 @@ func loadServeConfig(path string) (*serveConfig, error) {
 	dec.KnownFields(true)
 	var c serveConfig
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, policy.FixYAMLLine(err))
 	}
 	return &c, nil
 }
@@ -87,6 +87,7 @@ func init() {
 			guardFlagVals                                          guardServerConfig
 			fleetFlagVals                                          fleetConfig
 			cpuProfile                                             string
+			insecureNoAuth                                         bool
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -169,11 +170,14 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 					}
 					defer stop()
 				}
-				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody)
+				if configPath != "" && cfg.Policy.Kind == yaml.ScalarNode {
+					cfg.Policy.Value = policyPathFrom(configPath, cfg.Policy.Value)
+				}
+				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody, insecureNoAuth)
 			},
 		}
 		f := c.Flags()
-		f.StringVar(&listen, "listen", "127.0.0.1:8088", "address to listen on (loopback unless you mean otherwise)")
+		f.StringVar(&listen, "listen", "127.0.0.1:8088", "host:port to listen on, or a port (on 127.0.0.1); another host than loopback needs a bearer token or --insecure-no-auth")
 		f.StringVar(&host, "host", "", "host or address to listen on, with the port of --listen or --port")
 		f.IntVar(&port, "port", 0, "port to listen on, with the host of --listen or --host")
 		f.StringVar(&upURL, "upstream", "", "base URL of the model server, such as http://127.0.0.1:8080 (host:port and .../v1 work too)")
@@ -181,6 +185,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.StringVar(&configPath, "config", "", "YAML config: listen, upstreams [{name, url, kind, models}], default, policy, auth")
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
+		f.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen address without a bearer token (warns loudly)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
 		f.IntVar(&maxStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "generating requests served at once; more are answered 503")
 		f.StringVar(&incidentsPath, "incidents-db", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
@@ -194,7 +199,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 	})
 }
 
-func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, tokenFile string, maxBody int64) error {
+func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, tokenFile string, maxBody int64, insecureNoAuth bool) error {
 	format, err := logging.ParseFormat(cfg.LogFormat)
 	if err != nil {
 		return usageErr(err)
@@ -202,22 +207,28 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	slogger := logging.New(stdio.Err, logging.Options{Format: format})
 	logger := slog.NewLogLogger(slogger.Handler(), slog.LevelWarn)
 	cfg.Incidents.gateway = cfg.Fleet.gatewayName(cfg.Listen)
+	listenAt, err := listenAddr(cfg.Listen)
+	if err != nil {
+		return usageErr(err)
+	}
+	// The configuration is checked before anything starts, so a bad one
+	// ends with its own message alone.
+	pol, err := servePolicy(cfg, policyPath)
+	if err != nil {
+		return usageErr(err)
+	}
+	inputCheck, err := serveInputGuard(pol)
+	if err != nil {
+		return err
+	}
 	obs, err := startObservability(slogger, cfg.Incidents)
 	if err != nil {
 		return err
 	}
 	defer obs.Close()
 	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
-		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes}
-
-	pol, err := servePolicy(cfg, policyPath)
-	if err != nil {
-		return usageErr(err)
-	}
-	g.Policy = pol
-	if g.InputCheck, err = serveInputGuard(pol); err != nil {
-		return err
-	}
+		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
+		Policy: pol, InputCheck: inputCheck}
 
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -292,9 +303,13 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	defer leave()
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := net.Listen("tcp", listenAt)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if err := checkExposure(ln.Addr(), g.AuthToken != "", insecureNoAuth, slogger); err != nil {
+		ln.Close()
+		return err
 	}
 	srv := gateway.NewServer(obs.Handler(g, g.AuthToken), logger)
 	auth := "no auth"
@@ -349,7 +364,7 @@ func servePolicy(cfg *serveConfig, path string) (*policy.Policy, error) {
 func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Request) *validator.Verdict, error) {
 	ip := guard.DefaultInputPolicy()
 	if err := pol.DecodeGuard(&ip); err != nil {
-		return nil, err
+		return nil, usageErr(err)
 	}
 	if ip.Input == "off" {
 		return nil, nil // no screening: do not load the model at start-up
@@ -360,7 +375,7 @@ func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Reque
 	}
 	check, err := g.InputCheck(ip)
 	if err != nil {
-		return nil, fmt.Errorf("policy %s: %w", pol.Source, err)
+		return nil, usageErr(fmt.Errorf("policy %s: line %d: %w", pol.Source, guardKeyLine(pol, "input"), err))
 	}
 	return check, nil
 }

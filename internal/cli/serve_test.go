@@ -14,14 +14,48 @@ import (
 	"time"
 )
 
-// syncBuf is a bytes.Buffer safe for the server goroutine and the test.
+// syncBuf is a bytes.Buffer safe for the server goroutine and the test;
+// waitFor blocks until a write brings a given text.
 type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{}
 }
 
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// waitFor waits until the buffer contains text, or until done yields
+// (the command ended first); it reports whether the text came. It waits
+// on writes, not on the clock, so a loaded machine only makes it slower.
+func (s *syncBuf) waitFor(text string, done <-chan int) (int, bool) {
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), text) {
+			s.mu.Unlock()
+			return 0, true
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case code := <-done:
+			return code, strings.Contains(s.String(), text)
+		}
+	}
+}
 
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -59,12 +93,8 @@ func TestServeStartsAndStops(t *testing.T) {
 	go func() {
 		done <- Run(ctx, []string{"serve", "--upstream", up, "--listen", addr, "--auth-token-file", tok}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(errw.String(), "listening on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no start line: %s", errw.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if code, ok := errw.waitFor("listening on", done); !ok {
+		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	if !strings.Contains(errw.String(), "(openai)") || !strings.Contains(errw.String(), "bearer token required") {
 		t.Fatalf("start line: %s", errw.String())
@@ -135,12 +165,8 @@ policy:
 	go func() {
 		done <- Run(ctx, []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(errw.String(), "listening on") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no start line: %s", errw.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if code, ok := errw.waitFor("listening on", done); !ok {
+		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	for model, want := range map[string]string{"alpha": "from-a", "beta": "from-b", "": "from-b"} {
 		resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",

@@ -53,7 +53,7 @@ func (x *exchange) fixSyntax(chk Checker, st *upstream.Stream, n int) (result, b
 				kept = append(kept, p)
 			}
 		}
-		x.pending = append(kept, pend{raw: x.route.synth(&x.tpl, string(fixed)), end: len(fixed), owned: true})
+		x.pending = append(kept, pend{raw: x.route.synth(nil, &x.tpl, fixed), end: len(fixed), owned: true})
 	}
 	x.heldMax = max(x.heldMax, len(fixed))
 	x.repaired = true

@@ -266,7 +266,7 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	dec.KnownFields(true)
 	var f file
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, wrap(err)
+		return nil, wrap(FixYAMLLine(err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {

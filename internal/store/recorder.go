@@ -109,6 +109,9 @@ func (r *Recorder) Run(ctx context.Context) error {
 
 func (r *Recorder) prune(ctx context.Context, log *slog.Logger) {
 	if n, err := r.st.Prune(ctx); err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: retention runs at the next start
+		}
 		log.Error("incident log retention failed", "err", err)
 	} else if n > 0 {
 		log.Debug("incident log pruned", "removed", n)

@@ -14,9 +14,9 @@ import (
 	"fmt"
 )
 
-// Reason is a stable, machine-readable reason code. The set is fixed by the
-// design (../shared/DESIGN.md) and documented in the README with its error
-// code; add to it only with care, never rename.
+// Reason is a stable, machine-readable reason code. The set is fixed and
+// documented in the README with its error code; add to it only with care,
+// never rename.
 type Reason string
 
 // The reason codes. An empty Reason means "no failure" and is encoded as JSON null.

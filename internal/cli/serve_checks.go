@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/policy"
+	"gopkg.in/yaml.v3"
+)
+
+// listenAddr reads --listen: host:port, or a bare port (on loopback).
+func listenAddr(s string) (string, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 || n > 65535 {
+			return "", fmt.Errorf("--listen %s: port out of range 0..65535", s)
+		}
+		return net.JoinHostPort("127.0.0.1", s), nil
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
+		return "", fmt.Errorf("--listen %q: want host:port (such as 127.0.0.1:8088) or a port number", s)
+	}
+	return s, nil
+}
+
+// isLoopback reports whether a listener's address is a loopback one.
+func isLoopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+// checkExposure refuses a listener other hosts can reach when no token
+// guards it, unless insecure is set; then it warns.
+func checkExposure(addr net.Addr, hasToken, insecure bool, log *slog.Logger) error {
+	if isLoopback(addr) || hasToken {
+		return nil
+	}
+	if !insecure {
+		return usagef("refusing to listen on %s without a bearer token: any host that reaches it can use the "+
+			"model and read the dashboard and incidents; set --auth-token-file (or AEGIS_AUTH_TOKEN), listen on "+
+			"127.0.0.1, or pass --insecure-no-auth", addr)
+	}
+	log.Warn(fmt.Sprintf("SECURITY: listening on %s with no bearer token (--insecure-no-auth): every host that "+
+		"reaches this address can use the model, the dashboard and the incident log", addr))
+	return nil
+}
+
+// policyPathFrom resolves a policy path given in a config file against the
+// config file's folder.
+func policyPathFrom(configPath, p string) string {
+	if p == "" || filepath.IsAbs(p) || configPath == "" {
+		return p
+	}
+	return filepath.Join(filepath.Dir(configPath), p)
+}
+
+// guardKeyLine returns the line of key in the policy's guard section, or 0.
+func guardKeyLine(p *policy.Policy, key string) int {
+	n := &p.Guard
+	if n.Kind != yaml.MappingNode {
+		return n.Line
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if strings.EqualFold(n.Content[i].Value, key) {
+			return n.Content[i+1].Line
+		}
+	}
+	return n.Line
+}
