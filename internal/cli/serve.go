@@ -228,7 +228,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	defer obs.Close()
 	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
-		Policy: pol, InputCheck: inputCheck}
+		Policy: pol, InputCheck: countedInput(obs.Bus, inputCheck)}
 
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)

@@ -68,8 +68,8 @@ func (x *exchange) run() {
 			x.halt(v)
 			return
 		}
-		x.publish(events.Event{Kind: events.Retry, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
-			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()})
+		x.publish(x.timed(events.Event{Kind: events.Retry, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
+			Model: x.model, Attempt: x.attempts, Verdict: &v, Text: x.eventText()}))
 		x.repaired = true
 		body = x.corrected(v)
 	}

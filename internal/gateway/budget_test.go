@@ -6,7 +6,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/store"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
@@ -88,5 +91,56 @@ func TestHiddenRetryKeepsMaxTokens(t *testing.T) {
 				t.Errorf("usage %s: want completion_tokens %d (released %d + 2), prompt_tokens %d", usage, released+2, released, 23-released)
 			}
 		})
+	}
+}
+
+// TestRetryIncidentHasTimings: the Retry event (what the incident log
+// records for a hidden retry) carries the request's timings so far and the
+// bytes held back, not zeros.
+func TestRetryIncidentHasTimings(t *testing.T) {
+	var calls atomic.Int32
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if calls.Add(1) == 1 {
+			evs := []string{chatChunk("Once upon a time, a dog ran home.")}
+			for range 40 {
+				evs = append(evs, chatChunk(" the dog"))
+			}
+			w.Write(sseBody(evs...))
+			return
+		}
+		w.Write(sseBody(chatChunk(" It slept."), finishChunk))
+	})
+	// A clock that moves 1 ms per reading: timings are positive on any machine.
+	var tick atomic.Int64
+	base := time.Unix(1000, 0)
+	now := func() time.Time { return base.Add(time.Duration(tick.Add(1)) * time.Millisecond) }
+	bus := &events.Bus{}
+	sub := bus.Subscribe(256)
+	defer sub.Close()
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus, Now: now})
+	readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"story"}],"stream":true}`), false)
+	var retry, finished *events.Event
+	for len(sub.C) > 0 {
+		e := <-sub.C
+		switch e.Kind {
+		case events.Retry:
+			retry = &e
+		case events.RequestFinished:
+			finished = &e
+		}
+	}
+	if retry == nil || finished == nil {
+		t.Fatalf("retry %v finished %v", retry, finished)
+	}
+	if retry.Duration <= 0 || retry.TTFT <= 0 || retry.HeldBytes <= 0 {
+		t.Fatalf("retry event without timings: duration %s ttft %s held %d bytes", retry.Duration, retry.TTFT, retry.HeldBytes)
+	}
+	if retry.HeldBytes > finished.HeldBytes || retry.Duration > finished.Duration {
+		t.Fatalf("retry timings %+v beyond the request's %+v", retry, finished)
+	}
+	inc := store.IncidentFromEvent(*retry)
+	if inc.Timings.Duration <= 0 || inc.Timings.HeldBytes != retry.HeldBytes {
+		t.Fatalf("incident timings %+v", inc.Timings)
 	}
 }
