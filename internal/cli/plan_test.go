@@ -171,7 +171,7 @@ func TestPlanUsage(t *testing.T) {
 		{"bad kv type", []string{"plan", "x.gguf", "--kv-type", "turbo3"}, ExitUsage},
 		{"bad device", []string{"plan", "x.gguf", "--device", "CUDA0"}, ExitUsage},
 		{"bad budget", []string{"plan", "--guard-budget", "lots"}, ExitUsage},
-		{"missing file", []string{"plan", "/nonexistent/x.gguf"}, ExitFailure},
+		{"missing file", []string{"plan", "/nonexistent/x.gguf"}, ExitUsage}, // unusable input, as the README says
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
