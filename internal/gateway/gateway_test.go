@@ -201,10 +201,13 @@ func TestHaltAfterRetries(t *testing.T) {
 	}
 }
 
-// TestStall: an upstream that stops sending is cut at the stall deadline,
-// retried once, then halted with aegis_stall, well within the deadlines.
+// TestStall: an upstream that stops sending is cut at the stall check's
+// deadline (its gap, not the gateway's two-minute idle timeout), retried
+// once, then halted with aegis_stall, and both upstream requests are
+// cancelled.
 func TestStall(t *testing.T) {
-	var calls, cancelled atomic.Int32
+	var calls atomic.Int32
+	cancelled := make(chan struct{}, 2)
 	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			io.WriteString(w, `{"status":"ok"}`)
@@ -214,28 +217,26 @@ func TestStall(t *testing.T) {
 		w.Write([]byte("data: " + chatChunk("Once") + "\n\n"))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-		cancelled.Add(1)
+		cancelled <- struct{}{}
 	})
 	pol := mustPolicy(t, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false, leak: false}\n")
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: pol})
-	t0 := time.Now()
 	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`), false)
-	el := time.Since(t0)
 	var e errorBody
 	json.Unmarshal(mustJSON(s.errEv), &e)
 	if s.errEv == nil || e.Error.Code != "aegis_stall" || calls.Load() != 2 {
 		t.Fatalf("stall: calls %d events %q", calls.Load(), s.events)
 	}
-	if el > 2*time.Second {
-		t.Fatalf("stall took %s for two 300ms gaps", el)
+	// The stall check's own finding, not the idle timeout's: the cut came
+	// at the configured gap, whatever the machine's load made it last.
+	if e.Aegis == nil || len(e.Aegis.Findings) == 0 || e.Aegis.Findings[0].Check != "stall" {
+		t.Fatalf("stall not judged by the stall check: %+v", e.Aegis)
 	}
 	if s.content != "OnceOnce" { // the retry continues the released "Once"; the fake repeats it
 		t.Fatalf("released %q", s.content)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if cancelled.Load() != 2 {
-		t.Fatalf("upstream requests cancelled: %d of 2", cancelled.Load())
-	}
+	<-cancelled // both upstream requests were cancelled (else this waits
+	<-cancelled // until go test's -timeout)
 }
 
 func TestBadInput(t *testing.T) {
