@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
 	"github.com/aegis-sentinel/aegis/internal/gateway"

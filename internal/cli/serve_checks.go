@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // listenAddr reads --listen: host:port, or a bare port (on loopback).

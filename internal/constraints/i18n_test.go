@@ -8,7 +8,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // i18nCases: one response-language instruction per language of the guard's

@@ -88,7 +88,3 @@ func writeError(w http.ResponseWriter, status int, e apiError, m *meta) {
 	}
 	writeJSON(w, status, errorBody{Error: e, Aegis: m})
 }
-
-func badRequest(w http.ResponseWriter, msg string) {
-	writeError(w, http.StatusBadRequest, apiError{Message: msg, Type: "invalid_request_error", Code: "aegis_bad_request"}, nil)
-}

@@ -138,7 +138,7 @@ func (g *Gateway) policy() *policy.Policy {
 	return defaultPolicy()
 }
 
-var defaultPolicy = sync1(policy.Default)
+var defaultPolicy = sync.OnceValue(policy.Default) // built once
 
 func (g *Gateway) logf(format string, args ...any) {
 	if g.ErrorLog != nil {

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-sentinel/aegis/internal/constraints"
 	"github.com/aegis-sentinel/aegis/internal/policy"

@@ -35,7 +35,7 @@ import (
 	"reflect"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )

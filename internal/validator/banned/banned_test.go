@@ -10,7 +10,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 type corpusCase struct {

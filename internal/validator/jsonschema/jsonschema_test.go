@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"

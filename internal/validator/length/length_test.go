@@ -9,7 +9,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 func counts(text string) [6]int {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var t0 = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
