@@ -48,10 +48,7 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	text := "The sun is the star at the centre of the solar system. It gives light and heat."
 	g.Write([]byte(text))
 	g.Close()
-	for deadline := time.Now().Add(30 * time.Second); !g.Done(); {
-		if time.Now().After(deadline) {
-			t.Fatal("no final guard verdict within 30 s")
-		}
+	for !g.Done() { // no wall-clock limit: the guard's own deadline ends it
 		g.Tick(time.Now())
 		time.Sleep(10 * time.Millisecond)
 	}
