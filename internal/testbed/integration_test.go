@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -118,10 +120,17 @@ func TestLlamaServerStreamingChat(t *testing.T) {
 			if !usageAfter {
 				t.Error("no usage chunk after finish_reason: readers must read on to [DONE] to keep it")
 			}
-			// Temperature 0 without the prompt cache is deterministic.
+			// Temperature 0 without the prompt cache is deterministic on
+			// the CPU. On Vulkan0 the answer depends on what else the
+			// shared server batches with it (other tests' requests run in
+			// its parallel slots), so there it is only logged.
 			again, _, _, _ := streamChat(t, tc.url, body)
-			if again != text {
+			switch {
+			case again == text:
+			case tc.name == "cpu":
 				t.Errorf("temperature 0 not reproducible:\n%q\n%q", text, again)
+			default:
+				t.Logf("%s: temperature 0 gave another answer while the server was shared:\n%q\n%q", tc.name, text, again)
 			}
 		})
 	}
@@ -142,12 +151,20 @@ func TestLlamaServerDevicesDiffer(t *testing.T) {
 		return out.Timings.PredictedPerSecond
 	}
 	cpu, vk := speed(env.LlamaCPUURL), speed(env.LlamaVulkanURL)
+	// Which is faster is a measurement (logged; aegis bench sentinel
+	// reports it), not an assertion: on a loaded machine either can win.
 	t.Logf("tg: CPU %.0f tok/s, Vulkan0 %.0f tok/s", cpu, vk)
 	if cpu <= 0 || vk <= 0 {
 		t.Fatalf("missing timings: cpu %v vulkan %v", cpu, vk)
 	}
-	if vk >= cpu {
-		t.Errorf("Vulkan0 (llvmpipe) at %.0f tok/s is not slower than the CPU at %.0f tok/s: is it really on llvmpipe?", vk, cpu)
+	// That the Vulkan0 server is on llvmpipe is a fact to check directly.
+	if env.LlamaServer != "" {
+		cmd := exec.Command(env.LlamaServer, "--list-devices")
+		cmd.Env = append(os.Environ(), "GGML_VK_VISIBLE_DEVICES=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Vulkan0") || !strings.Contains(strings.ToLower(string(out)), "llvmpipe") {
+			t.Errorf("Vulkan0 is not Mesa's llvmpipe (err %v):\n%s", err, out)
+		}
 	}
 }
 
