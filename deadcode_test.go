@@ -54,7 +54,7 @@ func TestNoDeadCode(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, im := range f.Imports {
-				if p, _ := strconv.Unquote(im.Path.Value); p == "go.yaml.in/yaml/v3" {
+				if p, _ := strconv.Unquote(im.Path.Value); p == "gopkg.in/yaml.v3" {
 					yaml = append(yaml, name)
 				}
 			}
