@@ -310,7 +310,10 @@ func (g *Guard) finish(c *call, res *Result, err error) {
 	case res.Verdict.Verdict == validator.Fail && res.Protocol != ProtocolAuto:
 		g.findings = append(g.findings, nativeFinding(res.Protocol, g.subject(""), res, g.settled, max(c.end, g.settled+1)))
 	case res.Verdict.Verdict == validator.Fail:
-		msg := fmt.Sprintf("guard model (%s) says %s, risk %s", g.task, res.Verdict.Reason, res.Verdict.Risk)
+		// The verdict's risk is the policy's for the reason; the model's own
+		// risk word here would contradict it ("risk medium" in a high-risk
+		// verdict), so the finding gives the model's probability instead.
+		msg := fmt.Sprintf("guard model (%s) says %s", g.task, res.Verdict.Reason)
 		if res.HasProbs {
 			msg += fmt.Sprintf(" (p_fail=%.2f)", res.PFail)
 		}
