@@ -61,13 +61,10 @@ func startServe(t *testing.T, upstreamURL, db, policyFile string) string {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited %d; log:\n%s", code, logs.String())
-			}
-		case <-time.After(20 * time.Second):
-			t.Errorf("serve did not stop within 20 s of SIGINT; log:\n%s", logs.String())
+		// serve bounds its own shutdown (10 s for streams in flight); the
+		// test waits for it without a clock of its own.
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d; log:\n%s", code, logs.String())
 		}
 	})
 	// No wall-clock limit: serve either says where it listens or exits;

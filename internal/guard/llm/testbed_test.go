@@ -190,9 +190,10 @@ func TestKilledGuardServer(t *testing.T) {
 			waitDone(t, g, 5*time.Second)
 			took := time.Since(closedAt)
 			g.Wait()
-			if took > deadline+200*time.Millisecond {
-				t.Errorf("final verdict took %s, deadline %s", took, deadline)
-			}
+			// How soon after the deadline the verdict came is a wall-clock
+			// figure (TestValidatorDeadline checks the deadline with a fake
+			// clock); on a loaded machine it is logged, not asserted.
+			t.Logf("final verdict %s after Close, deadline %s", took, deadline)
 			fs := g.Findings()
 			if open {
 				if len(fs) != 0 || g.Settled() != len(story) {
