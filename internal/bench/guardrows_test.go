@@ -72,7 +72,7 @@ func FuzzParseEvalCases(f *testing.F) {
 // llama-server: every sample has a repaired first byte after the finding.
 func TestRepairOnTestbed(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context()) // no wall-clock limit: the machine may be loaded
 	defer cancel()
 	rp := measureRepair(ctx, env.LlamaCPUURL, 3)
 	if rp.Error != "" || rp.MS.N != 3 || rp.MS.Min <= 0 || rp.FindingAfterMS.Min <= 0 {
@@ -96,7 +96,7 @@ func TestEvalGuardOnTestbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context()) // no wall-clock limit: the machine may be loaded
 	defer cancel()
 	// The guard prompts of the native protocols outgrow the shared
 	// server's 512-token slots: they get a server of their own.

@@ -48,7 +48,7 @@ func TestPlanMemoryMatchesLlamaServer(t *testing.T) {
 			}
 			set := sweep.Set{Name: "plan-check", Flags: []string{"-dev", "none", "-t", "1",
 				"-c", strconv.Itoa(c.ctx * c.parallel), "-np", strconv.Itoa(c.parallel), "-ctk", "f16", "-ctv", "f16"}}
-			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			ctx, cancel := context.WithCancel(t.Context()) // no wall-clock limit: the machine may be loaded
 			defer cancel()
 			res, err := sweep.RunServer(ctx, sweep.Engine{Path: env.LlamaServer}, path, set, sweep.ServerOptions{Prompt: "Once upon a time"})
 			if err != nil {

@@ -57,7 +57,7 @@ func TestSweepTestbed(t *testing.T) {
 	// the one thing the seeds say may live on the iGPU.
 	cfg.Sets = append(cfg.Sets, Set{Name: "draft-on-vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}, SkipBench: true,
 		Flags: []string{"-dev", "none", "-t", "1", "-md", env.Model, "-devd", "Vulkan0", "-ngld", "99"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context()) // no wall-clock limit: the machine may be loaded
 	defer cancel()
 	rs, err := Run(ctx, cfg)
 	if err != nil {
