@@ -122,10 +122,21 @@ func printPeerTable(w io.Writer, t *dataset.PeerTable, cols []*eval.Column) {
 	for k := range cols[0].NotInjectBy {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { // files first, then categories
-		fi, fj := strings.HasPrefix(keys[i], "file "), strings.HasPrefix(keys[j], "file ")
-		if fi != fj {
-			return fi
+	// Files first, in trigger-word order, then categories by name.
+	rank := func(k string) int {
+		switch k {
+		case "file one":
+			return 0
+		case "file two":
+			return 1
+		case "file three":
+			return 2
+		}
+		return 3
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if ri, rj := rank(keys[i]), rank(keys[j]); ri != rj {
+			return ri < rj
 		}
 		return keys[i] < keys[j]
 	})
