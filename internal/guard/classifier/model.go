@@ -1,5 +1,7 @@
 // Package classifier is the guard's embedded text classifier: hashed word
-// and character n-grams over normalised text (see textnorm) with one
+// and character n-grams and the first word of each sentence (an
+// imperative opening a sentence reads differently from the same verb
+// inside one) over normalised text (see textnorm) with one
 // logistic-regression head per reason (prompt_injection, unsafe_content),
 // int8-quantised weights, a Platt calibration and thresholds chosen on a
 // held-out part of the training data. Scoring a 512-token input takes a

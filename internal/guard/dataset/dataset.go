@@ -4,8 +4,10 @@
 // The split between the two is fixed here and nowhere else: Training
 // reads only the sets the guard may learn from; EvalSet reads only the
 // evaluation-only sets (cyberseceval-prompt-injection, the BIPIA test
-// files, llm-guard-test-cases, xstest, openai-moderation-eval). Nothing
-// is copied into the repository; the files are read where they lie.
+// files, llm-guard-test-cases, xstest, openai-moderation-eval, notinject),
+// as does LoadPeerTable (the side-by-side comparison with other guards).
+// Nothing is copied into the repository; the files are read where they
+// lie.
 //
 // Training also adds text written for this project: a handmade benign
 // set, generated benign documents with matched injected copies
