@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -54,5 +55,49 @@ func TestTestbedMirrorFromAptSources(t *testing.T) {
 				t.Fatalf("mirror %q (err %v, stderr %s), want %s", out, err, stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestDemoInstallSkipsOllama: the demo brings the testbed up with the
+// servers it does not use skipped; installing for it must not build
+// Ollama (a fake go on PATH records any attempt).
+func TestDemoInstallSkipsOllama(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo, err := os.ReadFile(filepath.Join(root, "scripts", "demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`AEGIS_TESTBED_SKIP:-([a-z,-]+)\}`).FindSubmatch(demo)
+	if m == nil || !strings.Contains(string(m[1]), "ollama") {
+		t.Fatalf("scripts/demo does not skip ollama: %q", m)
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "go-calls")
+	for name, body := range map[string]string{
+		"llama-server": "#!/bin/sh\necho fake llama-server\n",
+		"go":           "#!/bin/sh\necho \"$@\" >>" + calls + "\nexit 1\n",
+	} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "testbed"), "install")
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "PATH" && k != "CI" && k != "AEGIS_REQUIRE_TESTBED" && k != "AEGIS_TESTBED_CHROMIUM" {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "PATH="+bin+":/usr/sbin:/usr/bin:/sbin:/bin", "AEGIS_TESTBED_SKIP="+string(m[1]),
+		"AEGIS_TESTBED_CACHE="+t.TempDir(), "AEGIS_TESTBED_STATE="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if b, _ := os.ReadFile(calls); len(b) > 0 {
+		t.Fatalf("installing for the demo ran go %s\n%s", b, out)
+	}
+	if err != nil {
+		t.Fatalf("install for the demo: %v\n%s", err, out)
 	}
 }
