@@ -104,6 +104,7 @@ Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 		f.IntVar(&cfg.Window, "window", cfg.Window, "window (in words) long inputs are also learnt and scored in; the score is the maximum")
 		f.IntVar(&cfg.Stride, "stride", cfg.Stride, "stride (in words) between windows")
 		f.IntVar(&opt.LexiconScale, "lexicon-scale", opt.LexiconScale, "examples composed per hand-written lexicon entry (0: leave the lexicons out)")
+		f.Float64Var(&cfg.SourceBalance, "source-balance", cfg.SourceBalance, "weigh each training source equally within its class, within this factor of the plain weight (injection head; 1 turns it off)")
 		f.IntVar(&cfg.Prior, "prior", cfg.Prior, "pseudo-count added to each feature group's size when normalising (shrinks very short texts toward the bias)")
 		f.BoolVar(&cfg.SentenceStarts, "sentence-starts", cfg.SentenceStarts, "add the first word of each sentence or line as a feature of its own (imperatives aimed at the reader)")
 		f.BoolVar(&opt.Promptshield, "promptshield", opt.Promptshield, "add the promptshield-neuralalchemy set (obfuscated variants folded into their originals)")
