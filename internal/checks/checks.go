@@ -1,20 +1,57 @@
-// Package checks links every built-in check into a binary: importing it
-// runs the check packages' init functions, which register their Specs
-// with validator.Default. Commands that judge output (serve, check)
-// import it once.
+// Package checks lists every built-in check: Register adds them all to a
+// registry, explicitly, so what a binary can check is decided where it
+// starts (cmd's commands register into validator.Default once) and not by
+// which packages happen to be imported.
 package checks
 
 import (
-	_ "github.com/aegis-sentinel/aegis/internal/guard"                // guard (embedded classifier on the output)
-	_ "github.com/aegis-sentinel/aegis/internal/guard/llm"            // guard_llm (a guard model over a local API)
-	_ "github.com/aegis-sentinel/aegis/internal/validator/banned"     // banned
-	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"   // instructions compiled from the prompt
-	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema" // json_schema
-	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax" // json_syntax
-	_ "github.com/aegis-sentinel/aegis/internal/validator/leak"       // leak
-	_ "github.com/aegis-sentinel/aegis/internal/validator/length"     // length
-	_ "github.com/aegis-sentinel/aegis/internal/validator/regex"      // regex
-	_ "github.com/aegis-sentinel/aegis/internal/validator/repetition" // repetition
-	_ "github.com/aegis-sentinel/aegis/internal/validator/stall"      // stall
-	_ "github.com/aegis-sentinel/aegis/internal/validator/toolcall"   // tool_call
+	"sync"
+
+	"github.com/aegis-sentinel/aegis/internal/guard"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+	"github.com/aegis-sentinel/aegis/internal/validator/banned"
+	"github.com/aegis-sentinel/aegis/internal/validator/instruct"
+	"github.com/aegis-sentinel/aegis/internal/validator/jsonschema"
+	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
+	"github.com/aegis-sentinel/aegis/internal/validator/leak"
+	"github.com/aegis-sentinel/aegis/internal/validator/length"
+	"github.com/aegis-sentinel/aegis/internal/validator/regex"
+	"github.com/aegis-sentinel/aegis/internal/validator/repetition"
+	"github.com/aegis-sentinel/aegis/internal/validator/stall"
+	"github.com/aegis-sentinel/aegis/internal/validator/toolcall"
 )
+
+// Register adds every built-in check to r.
+func Register(r *validator.Registry) {
+	for _, reg := range []func(*validator.Registry){
+		guard.Register,      // guard: the embedded classifier on the output
+		llm.Register,        // guard_llm: a guard model over a local API
+		banned.Register,     // banned
+		instruct.Register,   // instructions compiled from the prompt
+		jsonschema.Register, // json_schema
+		jsonsyntax.Register, // json_syntax
+		leak.Register,       // leak
+		length.Register,     // length
+		regex.Register,      // regex
+		repetition.Register, // repetition
+		stall.Register,      // stall
+		toolcall.Register,   // tool_call
+	} {
+		reg(r)
+	}
+}
+
+var defaultOnce sync.Once
+
+// RegisterDefault registers the built-in checks in validator.Default, once
+// however often it is called: the commands call it before they read a
+// policy.
+func RegisterDefault() { defaultOnce.Do(func() { Register(validator.Default) }) }
+
+// Registry returns a new registry holding every built-in check.
+func Registry() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}

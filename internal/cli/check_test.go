@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aegis-sentinel/aegis/internal/checks"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,6 +134,7 @@ func TestValidatorsCommand(t *testing.T) {
 // TestValidatorExamplesParse: every registered check's example policy
 // (shown by `aegis validators`) decodes strictly and enables that check.
 func TestValidatorExamplesParse(t *testing.T) {
+	checks.RegisterDefault()
 	specs := validator.Default.All()
 	if len(specs) == 0 {
 		t.Fatal("no checks registered")

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aegis-sentinel/aegis/internal/checks"
 )
 
 // Exit codes shared by every subcommand.
@@ -60,8 +62,10 @@ var subcommands []command
 
 func register(c command) { subcommands = append(subcommands, c) }
 
-// NewRoot builds the aegis command tree.
+// NewRoot builds the aegis command tree. It registers the built-in checks
+// in validator.Default, where the commands' policies find them.
 func NewRoot(stdio *IO) *cobra.Command {
+	checks.RegisterDefault()
 	root := &cobra.Command{
 		Use:   "aegis",
 		Short: "A local sentinel for LLM output",

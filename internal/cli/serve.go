@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	_ "github.com/aegis-sentinel/aegis/internal/checks" // the checks the policy enables
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/logging"
@@ -295,7 +294,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			return err
 		}
 		defer sup.Stop(context.Background())
-		g.Extra = guardExtra(sup, cfg.GuardServer, slogger)
+		g.Policy = g.Policy.With(guardCheck(guardExtra(sup, cfg.GuardServer, slogger)))
 	}
 	leave, err := startFleet(ctx, cfg, obs, g, sup, slogger)
 	if err != nil {

@@ -98,7 +98,7 @@ func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *ga
 		}{ms, fleet.Sum(ms)}
 	}
 	if fc.GuardWorkers != "" {
-		g.Extra = workerExtra(sup, cfg.GuardServer, fc, log)
+		g.Policy = g.Policy.With(guardCheck(workerExtra(sup, cfg.GuardServer, fc, log)))
 	}
 	log.Info("joined the fleet", "nats", fc.NATS, "gateway", name, "events", pub.Subject())
 	return func() { cancel(); <-done }, nil

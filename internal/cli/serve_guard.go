@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/bench"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -114,7 +115,21 @@ func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus
 	return sup, nil
 }
 
-// guardExtra returns the gateway's Extra hook: a guard_llm check against
+// guardCheck makes the policy check through which a guard started at run
+// time (the supervised guard server, the fleet's guard workers) enters
+// every attempt: f builds it for a request, or nothing when no guard
+// serves.
+func guardCheck(f func(*validator.Request) []validator.Validator) policy.Check {
+	return policy.Check{Name: "guard_server", Spec: validator.Spec{Name: "guard_server",
+		New: func(_ any, req *validator.Request) (validator.Validator, error) {
+			if vs := f(req); len(vs) > 0 {
+				return vs[0], nil
+			}
+			return nil, nil
+		}}}
+}
+
+// guardExtra returns the constructor of guardCheck: a guard_llm check against
 // whatever server the supervisor serves from now (it changes on
 // fallback). With no server serving, requests run on the deterministic
 // checks alone, the last link of the fallback chain.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -107,6 +108,10 @@ type Event struct {
 // Bus fans events out to subscribers. The zero value is ready to use. A
 // nil *Bus discards everything, so callers need no nil checks.
 type Bus struct {
+	// Clock stamps events published without a Time; nil means the wall
+	// clock. Set it before the first Publish.
+	Clock clock.Clock
+
 	mu      sync.RWMutex
 	subs    map[*Subscription]struct{}
 	dropped atomic.Uint64
@@ -154,7 +159,7 @@ func (b *Bus) Publish(e Event) {
 		return
 	}
 	if e.Time.IsZero() {
-		e.Time = time.Now()
+		e.Time = clock.Or(b.Clock).Now()
 	}
 	b.mu.RLock()
 	for s := range b.subs {

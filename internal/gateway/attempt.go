@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -75,20 +75,13 @@ func (x *exchange) run() {
 	}
 }
 
-// retryable reports whether a failed attempt gets another one, and for a
-// stall, picks the upstream for it.
+// retryable reports whether a failed attempt gets another one (see
+// decideNext), and for a stall, picks the upstream for it.
 func (x *exchange) retryable(v validator.Verdict) bool {
-	if !v.Action.IsRetry() || x.attempts >= x.g.maxAttempts() {
+	switch decideNext(v, sofar{attempts: x.attempts, maxAttempts: x.g.maxAttempts(), optimisticSent: x.optimistic && x.sent > 0, stallRetried: x.stallRetried}) {
+	case nextHalt:
 		return false
-	}
-	if x.optimistic && x.sent > 0 {
-		// The client has seen text a check rejected: no repair can hide it.
-		return false
-	}
-	if v.Reason == validator.ReasonStall {
-		if x.stallRetried {
-			return false
-		}
+	case nextProbe:
 		x.stallRetried = true
 		ctx, cancel := context.WithTimeout(x.r.Context(), 2*time.Second)
 		defer cancel()
@@ -119,12 +112,22 @@ func (x *exchange) decide(f validator.Finding) validator.Verdict {
 }
 
 // attempt sends body upstream and streams the answer through a fresh set
-// of checks, releasing text as the release point advances.
+// of checks, releasing text as the checks allow.
+//
+// The upstream is asked and read by its own goroutine (see reader) at
+// full speed, whatever the client or the checks do; the loop here feeds
+// the chunks to the attempt with their arrival times. Two timers, never
+// mixed: the idle timer measures upstream silence only (from before the
+// request is sent, so it covers an upstream that never answers) and is
+// the one thing that makes a gateway stall; the wake timer only ticks the
+// checks (the stall check's deadlines, a guard's deadline, max_hold).
 func (x *exchange) attempt(n int, body []byte) result {
 	chk, err := x.g.newChecker(x.vreq)
 	if err != nil {
 		return result{kind: resFail, verdict: x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: "building checks: " + err.Error()})}
 	}
+	defer chk.Stop()
+	clk := x.g.clock()
 	x.optimistic = chk.Mode() == policy.ModeOptimistic
 	// The new attempt continues the released prefix: its checks see the
 	// whole output.
@@ -133,134 +136,203 @@ func (x *exchange) attempt(n int, body []byte) result {
 	x.tools = toolAcc{}
 	x.olTools, x.heldTool, x.tail, x.finish = nil, nil, nil, ""
 	if x.sent > 0 {
-		chk.Write(x.text)
+		chk.Feed(x.text, clk.Now())
 	}
 	x.publish(events.Event{Kind: events.AttemptStarted, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name, Model: x.model, Attempt: n})
 
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
-	// The stall watchdog: a timer armed at the checks' next deadline (or
-	// the idle timeout) cancels the upstream request. It runs from before
-	// the request is sent, so the time to first token covers an upstream
-	// that never sends its response headers.
-	var stalled atomic.Bool
-	timer := time.AfterFunc(time.Hour, func() { stalled.Store(true); cancel() })
-	defer timer.Stop()
-	idle := x.g.idleTimeout()
-	arm := func(now time.Time) {
-		chk.Tick(now) // text written since the last tick arrived now
-		d := chk.NextDeadline()
-		if idle > 0 && (d.IsZero() || now.Add(idle).Before(d)) {
-			d = now.Add(idle)
-		}
-		if d.IsZero() {
-			timer.Stop()
-			return
-		}
-		timer.Reset(d.Sub(now))
-	}
-	arm(x.g.now())
-
 	path, _ := x.route.upstreamPath(x.up.Kind)
-	resp, err := x.up.Post(ctx, path, body, nil)
-	if err != nil {
-		if stalled.Load() {
-			return result{kind: resFail, verdict: x.stallVerdict(chk, n, x.g.now())}
+	rd := startReader(func() (*upstream.Stream, *result) {
+		resp, err := x.up.Post(ctx, path, body, nil)
+		if err != nil {
+			return nil, &result{kind: resRefused, err: err}
 		}
-		if x.r.Context().Err() != nil {
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			return nil, &result{kind: resRefused, status: resp.StatusCode, body: b}
+		}
+		if x.route.ndjson() {
+			return upstream.NewNDJSONStream(resp.Body), nil
+		}
+		return upstream.NewSSEStream(resp.Body), nil
+	}, clk, x.g.readHook)
+	defer func() {
+		cancel() // unblocks the reader
+		<-rd.done
+	}()
+
+	idle := x.g.idleTimeout()
+	idleT := clk.NewTimer(time.Hour)
+	defer idleT.Stop()
+	if idle <= 0 {
+		idleT.Stop()
+	} else {
+		idleT.Reset(idle)
+	}
+	wakeT := clk.NewTimer(time.Hour)
+	defer wakeT.Stop()
+	first := chk.Tick(clk.Now()) // the stall check's time to first token runs from here
+	wake := first.Wake
+	if wake.IsZero() {
+		wakeT.Stop()
+	} else {
+		wakeT.Reset(wake.Sub(clk.Now()))
+	}
+	closed := false
+	var c chunk
+
+	// upstreamFailed ends the attempt on a broken upstream: what the
+	// checks clear of the text as it stands goes out first.
+	upstreamFailed := func(err error, at time.Time) (pipeline.Step, *result) {
+		x.releaseCleared(chk, at)
+		return pipeline.Step{}, &result{kind: resFail, verdict: x.upstreamVerdict(err)}
+	}
+	// drain feeds every chunk the reader has queued; it returns a result
+	// when the attempt ended on the upstream's side.
+	drain := func() (pipeline.Step, *result) {
+		var step pipeline.Step
+		q := rd.take()
+		for i, uc := range q {
+			if closed {
+				break
+			}
+			switch {
+			case uc.refused != nil:
+				if x.r.Context().Err() != nil {
+					return step, &result{kind: resCancelled}
+				}
+				return step, uc.refused
+			case uc.err == io.EOF:
+				for _, tc := range x.tools.validator() {
+					chk.ToolCall(tc)
+				}
+				for i, tc := range x.olTools {
+					chk.ToolCall(olToolCall(i, tc))
+				}
+				closed = true
+				idleT.Stop() // the upstream is done: its silence no longer matters
+				step = chk.CloseAt(uc.at)
+				continue
+			case uc.err != nil:
+				if x.r.Context().Err() != nil {
+					return step, &result{kind: resCancelled}
+				}
+				return upstreamFailed(uc.err, uc.at)
+			}
+			p := x.validUTF8(uc.p)
+			if err := x.route.parse(p, &c); err != nil {
+				return upstreamFailed(err, uc.at)
+			}
+			if v, over := x.overCap(&c, n); over {
+				cancel()
+				return step, &result{kind: resFail, verdict: v}
+			}
+			if c.errMsg != "" {
+				return upstreamFailed(fmt.Errorf("upstream error in stream: %q", c.errMsg), uc.at)
+			}
+			x.tpl.learn(&c, n)
+			if x.tpl.foreign(x.route, &c, n) {
+				p = x.tpl.restamp(p) // a hidden retry continues the first attempt's answer
+			}
+			x.lastUp = uc.at
+			if !x.feed(chk, p, &c, uc.at) {
+				rd.unread(q[i+1:]) // a local repair reads the rest
+				return x.step, nil // failed: the chunk may still be pending
+			}
+			rd.put(uc.p) // feed kept what it holds on to
+			step = x.step
+		}
+		if step == (pipeline.Step{}) { // nothing was fed: say where the attempt is
+			step = chk.Tick(clk.Now())
+		}
+		return step, nil
+	}
+
+	for {
+		var step pipeline.Step
+		var res *result
+		select {
+		case <-rd.ready:
+			step, res = drain()
+			if res == nil && !closed && idle > 0 {
+				idleT.Reset(rd.lastArrival().Add(idle).Sub(clk.Now()))
+			}
+		case <-idleT.C():
+			if step, res = drain(); res != nil || closed || step.State == pipeline.Done {
+				break
+			}
+			now := clk.Now()
+			if last := rd.lastArrival(); now.Sub(last) < idle {
+				idleT.Reset(last.Add(idle).Sub(now)) // a chunk came meanwhile
+				step = chk.Tick(now)
+				break
+			}
+			step = chk.Fail(validator.Finding{Check: "gateway", Reason: validator.ReasonStall, Start: len(x.text), End: len(x.text),
+				Message: fmt.Sprintf("no chunk from the upstream for %s", idle)}, now)
+		case <-wakeT.C():
+			wake = time.Time{}
+			if step, res = drain(); res == nil && step.State != pipeline.Done {
+				step = chk.Tick(clk.Now())
+			}
+		case <-chk.Notify():
+			if step, res = drain(); res == nil && step.State != pipeline.Done {
+				step = chk.Tick(clk.Now())
+			}
+		case <-x.r.Context().Done():
 			return result{kind: resCancelled}
 		}
-		return result{kind: resRefused, err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return result{kind: resRefused, status: resp.StatusCode, body: b}
-	}
-	var st *upstream.Stream
-	if x.route.ndjson() {
-		st = upstream.NewNDJSONStream(resp.Body)
-	} else {
-		st = upstream.NewSSEStream(resp.Body)
-	}
-	defer st.Close()
-
-	var c chunk
-	for {
-		p, err := st.Next()
-		if err == io.EOF {
-			break
+		if res != nil {
+			return *res
 		}
-		now := x.g.now()
-		if err != nil {
-			switch {
-			case stalled.Load():
-				return result{kind: resFail, verdict: x.stallVerdict(chk, n, now)}
-			case x.r.Context().Err() != nil:
-				return result{kind: resCancelled}
-			}
-			x.releaseCleared(chk)
-			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, err)}
-		}
-		p = x.validUTF8(p)
-		if err := x.route.parse(p, &c); err != nil {
-			x.releaseCleared(chk)
-			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, err)}
-		}
-		if v, over := x.overCap(&c, n); over {
-			cancel()
-			return result{kind: resFail, verdict: v}
-		}
-		if c.errMsg != "" {
-			x.releaseCleared(chk)
-			return result{kind: resFail, verdict: x.upstreamVerdict(chk, n, fmt.Errorf("upstream error in stream: %q", c.errMsg))}
-		}
-		x.tpl.learn(&c, n)
-		if x.tpl.foreign(x.route, &c, n) {
-			p = x.tpl.restamp(p) // a hidden retry continues the first attempt's answer
-		}
-		x.lastUp = now
-		if !x.feed(chk, p, &c, now) {
-			if r, ok := x.fixSyntax(chk, st, n); ok {
+		if step.State == pipeline.Done && step.Failed {
+			if r, ok := x.fixSyntax(chk, rd.next(x.r.Context()), n); ok {
 				return r
 			}
 			cancel() // stop the generation at once: a loop must not run to max_tokens
-			return result{kind: resFail, verdict: chk.Verdict(n)}
 		}
-		arm(now)
-	}
-	for _, tc := range x.tools.validator() {
-		chk.ToolCall(tc)
-	}
-	for i, tc := range x.olTools {
-		chk.ToolCall(olToolCall(i, tc))
-	}
-	chk.Close()
-	if chk.Failed() {
-		if r, ok := x.fixSyntax(chk, st, n); ok {
-			return r
+		// What the checks cleared goes out, also before a failure: a
+		// retry continues it.
+		x.release(step.Release)
+		if step.State == pipeline.Done {
+			kind := resPass
+			if step.Failed {
+				kind = resFail
+			}
+			return result{kind: kind, verdict: chk.Verdict(n)}
 		}
-		return result{kind: resFail, verdict: chk.Verdict(n)}
+		if held := len(x.text) - x.sent; held > x.heldMax {
+			x.heldMax = held
+		}
+		if !step.Wake.Equal(wake) {
+			wake = step.Wake
+			if wake.IsZero() {
+				wakeT.Stop()
+			} else {
+				wakeT.Reset(wake.Sub(clk.Now()))
+			}
+		}
 	}
-	x.release(chk.ReleasePoint())
-	return result{kind: resPass, verdict: chk.Verdict(n)}
 }
 
 // feed hands one parsed chunk to the checks and releases what they
-// cleared. It reports false when the checks failed the output.
-func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
+// cleared; x.step is the attempt's step after it. It reports false when
+// the checks failed the output.
+func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 	if !x.stream {
 		x.acc.add(x.attempts, x.route, p)
 	}
+	fed := false
 	switch {
 	case c.hasText:
 		if x.firstUp.IsZero() {
-			x.firstUp = now
+			x.firstUp = at
 		}
 		start := len(x.text)
 		x.text = append(x.text, c.text...)
 		x.noteToken(start, len(x.text))
-		chk.Write(x.text[start:])
+		x.step, fed = chk.Feed(x.text[start:], at), true
 		if x.stream {
 			x.pending = append(x.pending, pend{raw: p, start: start, end: len(x.text)})
 		}
@@ -286,10 +358,13 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, now time.Time) bool {
 			x.pending = append(x.pending, pend{raw: p, start: len(x.text), end: len(x.text)})
 		}
 	}
-	if chk.Failed() {
+	if !fed {
+		x.step = chk.Tick(at)
+	}
+	if x.step.Failed {
 		return false
 	}
-	x.release(chk.ReleasePoint())
+	x.release(x.step.Release)
 	if held := len(x.text) - x.sent; held > x.heldMax {
 		x.heldMax = held
 	}
@@ -328,19 +403,7 @@ func (x *exchange) keep(p []byte) []byte {
 	return clone(p)
 }
 
-// stallVerdict judges an attempt whose upstream stopped sending: the
-// checks' stall watchdog when it fired, else the gateway's idle timeout.
-func (x *exchange) stallVerdict(chk Checker, n int, now time.Time) validator.Verdict {
-	chk.Tick(now)
-	if chk.Failed() {
-		if v := chk.Verdict(n); v.Reason == validator.ReasonStall {
-			return v
-		}
-	}
-	return x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonStall, Start: len(x.text), End: len(x.text),
-		Message: fmt.Sprintf("no chunk from the upstream for %s", x.g.idleTimeout())})
-}
-
-func (x *exchange) upstreamVerdict(chk Checker, n int, err error) validator.Verdict {
+// upstreamVerdict judges an attempt whose upstream broke off.
+func (x *exchange) upstreamVerdict(err error) validator.Verdict {
 	return x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Start: len(x.text), End: len(x.text), Message: err.Error()})
 }

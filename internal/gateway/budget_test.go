@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -118,7 +119,7 @@ func TestRetryIncidentHasTimings(t *testing.T) {
 	bus := &events.Bus{}
 	sub := bus.Subscribe(256)
 	defer sub.Close()
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus, Now: now})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus, Clock: steppingClock{now}})
 	readStream(t, post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"story"}],"stream":true}`), false)
 	var retry, finished *events.Event
 	for len(sub.C) > 0 {
@@ -144,3 +145,9 @@ func TestRetryIncidentHasTimings(t *testing.T) {
 		t.Fatalf("incident timings %+v", inc.Timings)
 	}
 }
+
+// steppingClock reads the time from now; its timers are the wall clock's.
+type steppingClock struct{ now func() time.Time }
+
+func (c steppingClock) Now() time.Time                       { return c.now() }
+func (c steppingClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }

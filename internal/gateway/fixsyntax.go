@@ -4,7 +4,7 @@ import (
 	"errors"
 	"io"
 
-	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
 )
@@ -17,13 +17,13 @@ import (
 // pass, the repaired document is the answer; otherwise (the repair did not
 // apply, the answer was cut off by the token limit, the checks still fail)
 // it reports false and the request is retried as the policy says.
-func (x *exchange) fixSyntax(chk Checker, st *upstream.Stream, n int) (result, bool) {
+func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (result, bool) {
 	v := chk.Verdict(n)
 	f, ok := syntaxFinding(v)
 	if !ok || x.sent > 0 || len(x.tools.calls) > 0 || len(x.olTools) > 0 || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
 		return result{}, false
 	}
-	if err := x.drain(st, n); err != nil {
+	if err := x.drainRest(next, n); err != nil {
 		return result{}, false
 	}
 	if x.finish == "length" {
@@ -37,10 +37,11 @@ func (x *exchange) fixSyntax(chk Checker, st *upstream.Stream, n int) (result, b
 	if err != nil {
 		return result{}, false
 	}
-	again.Write(fixed)
-	again.Close()
-	if again.Failed() {
-		return result{}, false
+	defer again.Stop()
+	now := x.g.now()
+	again.Feed(fixed, now)
+	if st := again.CloseAt(now); st.State != pipeline.Done || st.Failed {
+		return result{}, false // a check that judges later (a guard) cannot clear it here
 	}
 	x.text = fixed
 	if x.stream {
@@ -79,12 +80,12 @@ func syntaxFinding(v validator.Verdict) (validator.Finding, bool) {
 
 var errToolInDrain = errors.New("tool call")
 
-// drain reads the rest of the attempt's answer into x.text and its
+// drainRest reads the rest of the attempt's answer into x.text and its
 // closing chunks into x.tail, without checks.
-func (x *exchange) drain(st *upstream.Stream, n int) error {
+func (x *exchange) drainRest(next func() ([]byte, error), n int) error {
 	var c chunk
 	for {
-		p, err := st.Next()
+		p, err := next()
 		if err == io.EOF {
 			return nil
 		}

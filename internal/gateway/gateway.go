@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/auth"
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
@@ -27,15 +28,15 @@ const (
 )
 
 // Checker is what the gateway needs from the checks of one attempt.
-// *pipeline.Attempt implements it.
+// *pipeline.Attempt implements it; see pipeline.Step for the protocol.
 type Checker interface {
-	Write(p []byte)
+	Feed(p []byte, at time.Time) pipeline.Step
 	ToolCall(c validator.ToolCall)
-	Tick(now time.Time)
-	NextDeadline() time.Time
-	ReleasePoint() int
-	Failed() bool
-	Close()
+	Tick(now time.Time) pipeline.Step
+	CloseAt(now time.Time) pipeline.Step
+	Fail(f validator.Finding, now time.Time) pipeline.Step
+	Notify() <-chan struct{}
+	Stop()
 	Verdict(attempt int) validator.Verdict
 	Mode() policy.Mode
 }
@@ -51,7 +52,9 @@ type Gateway struct {
 	// a nil upstream and nil error means "unknown model" (404).
 	Route func(model string) (*upstream.Upstream, error)
 
-	// Policy selects the checks and the actions. Nil means policy.Default().
+	// Policy selects the checks and the actions. Nil means policy.Default(),
+	// over the checks registered in validator.Default (checks.RegisterDefault
+	// registers the built-in ones).
 	Policy *policy.Policy
 
 	// NewChecker builds the checks of one attempt. Nil means
@@ -67,8 +70,10 @@ type Gateway struct {
 	// answers 403 without calling the upstream. Nil means no input check.
 	InputCheck func(ctx context.Context, req *validator.Request) *validator.Verdict
 
-	// Extra returns validators added to every attempt's checks (the
-	// guard's output judge). Nil means none.
+	// Extra returns validators added to every attempt's checks, for
+	// embedding and tests. A guard belongs in the policy instead
+	// (policy.With for one started at run time), so it enters one way.
+	// Nil means none.
 	Extra func(req *validator.Request) []validator.Validator
 
 	// Events receives the request lifecycle. Nil means none.
@@ -113,8 +118,13 @@ type Gateway struct {
 	streamsOnce sync.Once
 	streams     chan struct{}
 
-	// Now is the clock. Nil means time.Now.
-	Now func() time.Time
+	// Clock is the time source of every request's lifecycle (arrival
+	// times, the idle timer, the checks' wake-ups). Nil means clock.Real.
+	Clock clock.Clock
+
+	// readHook, when set, is called after the upstream reader queued a
+	// payload (tests pace a fake clock with it).
+	readHook func()
 
 	kinds kinds // detection of upstreams down at start (detect.go)
 
@@ -124,12 +134,9 @@ type Gateway struct {
 	ErrorLog *log.Logger
 }
 
-func (g *Gateway) now() time.Time {
-	if g.Now != nil {
-		return g.Now()
-	}
-	return time.Now()
-}
+func (g *Gateway) clock() clock.Clock { return clock.Or(g.Clock) }
+
+func (g *Gateway) now() time.Time { return g.clock().Now() }
 
 func (g *Gateway) policy() *policy.Policy {
 	if g.Policy != nil {
@@ -187,7 +194,7 @@ func (g *Gateway) newChecker(req *validator.Request) (Checker, error) {
 	if g.NewChecker != nil {
 		return g.NewChecker(req, extra)
 	}
-	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.Now, Registry: g.Registry, Extra: extra})
+	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.clock().Now, Registry: g.Registry, Extra: extra})
 }
 
 func (g *Gateway) route(model string) (*upstream.Upstream, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -214,6 +215,7 @@ type exchange struct {
 	text    []byte
 	sent    int
 	pending []pend
+	step    pipeline.Step // the attempt's step after the last feed
 	tpl     template
 	// spare are buffers of released pending chunks, reused by keep;
 	// scratch holds a synthesized chunk until emit copies it.

@@ -7,14 +7,22 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
-	_ "github.com/aegis-sentinel/aegis/internal/checks"
+	"github.com/aegis-sentinel/aegis/internal/checks"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
+
+// TestMain registers the built-in checks in validator.Default, which the
+// default policy and mustPolicy resolve check names in.
+func TestMain(m *testing.M) {
+	checks.RegisterDefault()
+	os.Exit(m.Run())
+}
 
 // start serves g on a test server.
 func start(t testing.TB, g *Gateway) *httptest.Server {

@@ -179,9 +179,8 @@ func (x *exchange) overCap(c *chunk, n int) (validator.Verdict, bool) {
 // it sent is all there will be, so the checks judge it as complete, and
 // what they pass goes to the client before the halt (or is continued by
 // the retry). Text a check fails stays held.
-func (x *exchange) releaseCleared(chk Checker) {
-	chk.Close()
-	if !chk.Failed() {
-		x.release(chk.ReleasePoint())
+func (x *exchange) releaseCleared(chk Checker, at time.Time) {
+	if st := chk.CloseAt(at); !st.Failed {
+		x.release(st.Release)
 	}
 }

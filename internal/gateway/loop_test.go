@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
@@ -20,13 +21,14 @@ type cutRecorder struct {
 	cutAt *[]int
 }
 
-func (c *cutRecorder) Write(p []byte) {
+func (c *cutRecorder) Feed(p []byte, at time.Time) pipeline.Step {
 	c.n += len(p)
 	was := c.Attempt.Failed()
-	c.Attempt.Write(p)
+	step := c.Attempt.Feed(p, at)
 	if !was && c.Attempt.Failed() {
 		*c.cutAt = append(*c.cutAt, c.n)
 	}
+	return step
 }
 
 // TestTestbedLoop: "Once upon a time" at temperature 0 makes stories260K

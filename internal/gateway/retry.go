@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -72,29 +71,7 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 		antiRepeat(b, kind, x.route)
 		note = correctionLoop
 	}
-	prefix := string(x.text[:x.sent])
-	switch x.route {
-	case routeChat, routeOllamaChat:
-		var msgs []json.RawMessage
-		json.Unmarshal(b["messages"], &msgs)
-		sys, _ := json.Marshal(map[string]string{"role": "system", "content": note})
-		msgs = append([]json.RawMessage{sys}, msgs...)
-		if prefix != "" {
-			pre, _ := json.Marshal(map[string]string{"role": "assistant", "content": prefix})
-			msgs = append(msgs, pre)
-		}
-		b.set("messages", msgs)
-	case routeCompletions:
-		var p string
-		json.Unmarshal(b["prompt"], &p)
-		b.set("prompt", p+prefix)
-	case routeOllamaGenerate:
-		var p, s string
-		json.Unmarshal(b["prompt"], &p)
-		json.Unmarshal(b["system"], &s)
-		b.set("prompt", p+prefix)
-		b.set("system", strings.TrimSpace(note+"\n"+s))
-	}
+	x.route.continueWith(b, note, string(x.text[:x.sent]))
 	return b.encode()
 }
 

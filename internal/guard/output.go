@@ -31,8 +31,9 @@ type OutputConfig struct {
 	Deadline time.Duration `json:"deadline" yaml:"deadline"`
 }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    "guard",
 		Summary: "embedded classifier for unsafe content and prompt injection in the output",
 		Doc: `Scores the streamed output with the embedded n-gram classifier at every sentence end

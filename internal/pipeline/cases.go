@@ -58,10 +58,38 @@ func CheckCase(p *policy.Policy, c *Case, attempt int) (validator.Verdict, error
 	for i, tc := range c.ToolCalls {
 		a.ToolCall(tc.Validator(i))
 	}
-	a.Close()
+	Wait(a, a.CloseAt(fixedClock()), fixedClock())
+	a.Stop()
 	v := a.Verdict(attempt)
 	v.ID = c.IDString()
 	return v, nil
+}
+
+// Wait waits until the attempt is done: until every background check
+// (the guard model) has answered or its deadline has passed. step is the
+// attempt's last step, taken at now on the attempt's clock; the wait
+// advances that clock with the wall clock, so a recorded case keeps its
+// fixed time and the guard's deadline is still real.
+func Wait(a *Attempt, step Step, now time.Time) Step {
+	if step.State == Done {
+		return step
+	}
+	start := time.Now()
+	at := func() time.Time { return now.Add(time.Since(start)) }
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for step.State != Done {
+		t.Stop()
+		if !step.Wake.IsZero() {
+			t.Reset(step.Wake.Sub(at()))
+		}
+		select {
+		case <-a.Notify():
+		case <-t.C:
+		}
+		step = a.Tick(at())
+	}
+	return step
 }
 
 // MaxLine is the longest case line CheckLines accepts.

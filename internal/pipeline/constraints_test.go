@@ -5,7 +5,6 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"
 )
 
 // TestConstraintChecks: instructions in the prompt become checks of the

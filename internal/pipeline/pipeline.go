@@ -29,17 +29,56 @@ import (
 
 // Options refine an Attempt. The zero value is ready to use.
 type Options struct {
-	// Now is the clock for Tickers; nil means time.Now.
+	// Now is the clock of the methods that take no time (Write, Close);
+	// nil means time.Now. Feed, Tick, Fail and CloseAt take the time from
+	// the caller.
 	Now func() time.Time
 	// Registry resolves the checks compiled from the prompt; nil means the
 	// policy's registry (validator.Default for the default policy).
 	Registry *validator.Registry
-	// Extra are validators added to the policy's checks (the guard).
+	// Extra are validators added to the policy's checks.
 	Extra []validator.Validator
 	// Complete keeps feeding every check after a failure, so Findings
 	// holds everything the output breaks (aegis check). The release point
-	// still freezes at the first failure.
+	// still freezes at the first failure, and the attempt is done only
+	// once every background check has answered.
 	Complete bool
+}
+
+// State is where an attempt is in its life.
+type State int
+
+// The states of an attempt: feeding while output arrives, closing after
+// the last token while background checks (the guard model) still owe a
+// verdict, done once the verdict is known.
+const (
+	Feeding State = iota
+	Closing
+	Done
+)
+
+func (s State) String() string {
+	switch s {
+	case Feeding:
+		return "feeding"
+	case Closing:
+		return "closing"
+	case Done:
+		return "done"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Step is what the caller may do after Feed, Tick, Fail or CloseAt: give
+// the client the output up to Release; stop when State is Done (Verdict
+// then gives the verdict, a failure when Failed); otherwise call Tick at
+// Wake (zero: no timed wake-up is needed) or when Notify's channel
+// receives.
+type Step struct {
+	Release int
+	State   State
+	Failed  bool
+	Wake    time.Time
 }
 
 // Attempt is the checking state of one attempt at generating a response.
@@ -52,12 +91,29 @@ type Attempt struct {
 	vs       []validator.Validator
 	tickers  []validator.Ticker
 	toolChks []validator.ToolCallChecker
+	bgs      []validator.Background
+	notify   chan struct{}
 
 	text      []byte
 	toolFinds []validator.Finding
+	own       []validator.Finding // the caller's and max_hold's findings
 	failed    bool
 	closed    bool
+	state     State
 	frozen    int
+	released  int
+
+	// arrivals are the pieces of output not yet released, with when they
+	// arrived (for max_hold).
+	arrivals []arrival
+	maxHold  time.Duration
+	held     int // offset up to which max_hold released unjudged text
+	heldNote int // 1 + the index in own of the max_hold finding
+}
+
+type arrival struct {
+	end int
+	at  time.Time
 }
 
 // New builds the attempt's checks: the policy's enabled checks that apply
@@ -65,7 +121,7 @@ type Attempt struct {
 // opts.Extra. It ticks Tickers once with the current time, which starts
 // their clocks.
 func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, error) {
-	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete}
+	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete, notify: make(chan struct{}, 1)}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -76,10 +132,14 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 	if reg == nil {
 		reg = validator.Default
 	}
+	fail := func(err error) (*Attempt, error) {
+		a.Stop()
+		return nil, err
+	}
 	for _, c := range p.Checks {
 		v, err := c.Spec.New(c.Config, req)
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: check %s: %w", c.Name, err)
+			return fail(fmt.Errorf("pipeline: check %s: %w", c.Name, err))
 		}
 		a.add(v)
 	}
@@ -92,11 +152,11 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 			}
 			cfg, err := constraintConfig(spec, c)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: constraint %q: %w", c.Source, err)
+				return fail(fmt.Errorf("pipeline: constraint %q: %w", c.Source, err))
 			}
 			v, err := spec.New(cfg, req)
 			if err != nil {
-				return nil, fmt.Errorf("pipeline: constraint %q: %w", c.Source, err)
+				return fail(fmt.Errorf("pipeline: constraint %q: %w", c.Source, err))
 			}
 			a.add(v)
 			if c.Name == "json_syntax" && v != nil {
@@ -108,6 +168,9 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 		a.add(v)
 	}
 	a.mode = p.Release.Resolve(jsonOut)
+	if a.mode == policy.ModeWatermark {
+		a.maxHold = p.MaxHold
+	}
 	if len(a.tickers) > 0 {
 		a.tick(a.now())
 	}
@@ -124,6 +187,15 @@ func (a *Attempt) add(v validator.Validator) {
 	}
 	if t, ok := v.(validator.ToolCallChecker); ok {
 		a.toolChks = append(a.toolChks, t)
+	}
+	if b, ok := v.(validator.Background); ok {
+		a.bgs = append(a.bgs, b)
+		b.Notify(func() {
+			select {
+			case a.notify <- struct{}{}:
+			default:
+			}
+		})
 	}
 }
 
@@ -162,26 +234,34 @@ func constraintConfig(spec validator.Spec, c constraints.Check) (any, error) {
 	return cfg, nil
 }
 
-// Write feeds the next piece of output text.
-func (a *Attempt) Write(p []byte) {
+// Feed gives the checks the next piece of output, which arrived at at.
+func (a *Attempt) Feed(p []byte, at time.Time) Step {
 	if a.closed {
-		return
+		return a.step(at)
 	}
 	if len(a.tickers) > 0 {
-		a.tick(a.now())
+		a.tick(at) // the time up to the arrival, before the text
 	}
-	before := len(a.text)
 	a.text = append(a.text, p...)
-	if a.failed && !a.complete {
-		return
+	if a.maxHold > 0 && len(p) > 0 {
+		a.arrivals = append(a.arrivals, arrival{end: len(a.text), at: at})
 	}
-	for _, v := range a.vs {
-		v.Write(p)
+	if !a.failed || a.complete {
+		for _, v := range a.vs {
+			v.Write(p)
+		}
+	}
+	if len(a.tickers) > 0 {
+		a.tick(at) // the text arrived at at
 	}
 	if !a.failed {
-		a.checkFailed(before)
+		a.checkFailed()
 	}
+	return a.step(at)
 }
+
+// Write feeds p as arriving now on the attempt's clock.
+func (a *Attempt) Write(p []byte) { a.Feed(p, a.now()) }
 
 // ToolCall checks one completed tool call.
 func (a *Attempt) ToolCall(c validator.ToolCall) {
@@ -192,17 +272,18 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 		a.toolFinds = append(a.toolFinds, t.CheckToolCall(c)...)
 	}
 	if !a.failed {
-		a.checkFailed(len(a.text))
+		a.checkFailed()
 	}
 }
 
-// Tick forwards the time to the checks that judge time (the stall
-// watchdog).
-func (a *Attempt) Tick(now time.Time) {
-	if a.closed {
-		return
+// Tick tells the checks the time (the stall check's deadlines, a
+// background judgement's deadline, max_hold) and takes in what background
+// checks reported since the last step.
+func (a *Attempt) Tick(now time.Time) Step {
+	if a.state != Done {
+		a.tick(now)
 	}
-	a.tick(now)
+	return a.step(now)
 }
 
 func (a *Attempt) tick(now time.Time) {
@@ -213,23 +294,182 @@ func (a *Attempt) tick(now time.Time) {
 		t.Tick(now)
 	}
 	if !a.failed {
-		a.checkFailed(len(a.text))
+		a.checkFailed()
 	}
 }
 
-// NextDeadline returns the earliest time a Ticker wants a Tick, or the zero
-// time when none does.
+// Fail ends the attempt with a finding its caller made (the gateway: the
+// upstream went silent or broke). The policy judges it like any other
+// finding, so the verdict has one source.
+func (a *Attempt) Fail(f validator.Finding, now time.Time) Step {
+	a.own = append(a.own, f)
+	if !a.failed {
+		a.checkFailed()
+	}
+	a.closed = true
+	a.state = Done
+	return a.step(now)
+}
+
+// Close marks the end of the output at the attempt's clock's now.
+func (a *Attempt) Close() Step { return a.CloseAt(a.now()) }
+
+// CloseAt marks the end of the output at now and runs the end-of-output
+// checks. The attempt is then closing until every background check has
+// answered (or given up at its deadline), done after. It is idempotent.
+func (a *Attempt) CloseAt(now time.Time) Step {
+	if a.closed {
+		return a.step(now)
+	}
+	if len(a.tickers) > 0 {
+		a.tick(now)
+	}
+	a.closed = true
+	if !a.failed || a.complete {
+		for _, v := range a.vs {
+			v.Close()
+		}
+	}
+	if !a.failed {
+		a.checkFailed()
+	}
+	return a.step(now)
+}
+
+// step applies max_hold, takes in background findings and says what the
+// caller may do now.
+func (a *Attempt) step(now time.Time) Step {
+	bgDone := true
+	for _, b := range a.bgs {
+		if !b.Done() {
+			bgDone = false
+		}
+	}
+	if a.state != Done {
+		// Done is read before the findings: a background check records
+		// its findings before it reports done.
+		a.hold(now)
+		if !a.failed {
+			a.checkFailed()
+		}
+		switch {
+		case a.failed && !a.complete:
+			a.state = Done
+		case a.closed && bgDone:
+			a.state = Done
+		case a.closed:
+			a.state = Closing
+		}
+	}
+	if rp := a.ReleasePoint(); rp > a.released {
+		a.released = rp
+	}
+	return Step{Release: a.released, State: a.state, Failed: a.failed, Wake: a.NextDeadline()}
+}
+
+// hold applies max_hold in watermark mode: text that only background
+// checks still hold, older than max_hold, is released unjudged with a
+// guard_unavailable finding for the policy to judge.
+func (a *Attempt) hold(now time.Time) {
+	o, sync, who := a.heldByBackground()
+	if o >= sync {
+		return
+	}
+	limit := o
+	for _, ar := range a.arrivals {
+		if ar.end <= o {
+			continue
+		}
+		if now.Sub(ar.at) < a.maxHold {
+			break
+		}
+		limit = ar.end
+	}
+	limit = min(limit, sync)
+	if limit <= o {
+		return
+	}
+	a.held = limit
+	if a.heldNote == 0 {
+		a.own = append(a.own, validator.Finding{Check: who, Reason: validator.ReasonGuardUnavailable, Start: o, End: limit,
+			Message: fmt.Sprintf("no verdict on this text within max_hold %s", a.maxHold)})
+		a.heldNote = len(a.own)
+	} else {
+		a.own[a.heldNote-1].End = limit
+	}
+}
+
+// heldByBackground returns the offset from which only background checks
+// hold the output, the offset every other check has cleared, and the
+// name of the background check that holds it. o >= sync when there is
+// nothing for max_hold to release.
+func (a *Attempt) heldByBackground() (o, sync int, who string) {
+	if a.maxHold <= 0 || len(a.bgs) == 0 || a.failed {
+		return 0, 0, ""
+	}
+	k := 0
+	for k < len(a.arrivals) && a.arrivals[k].end <= a.released {
+		k++
+	}
+	a.arrivals = a.arrivals[k:]
+	sync = len(a.text)
+	bg := len(a.text)
+	for _, v := range a.vs {
+		n := v.Settled()
+		if _, ok := v.(validator.Background); ok {
+			if n < bg {
+				bg, who = n, v.Name()
+			}
+			continue
+		}
+		sync = min(sync, n)
+	}
+	return max(a.released, a.held, bg), sync, who
+}
+
+// holdWake is when max_hold next releases text, or zero.
+func (a *Attempt) holdWake() time.Time {
+	o, sync, _ := a.heldByBackground()
+	if o >= sync {
+		return time.Time{}
+	}
+	for _, ar := range a.arrivals {
+		if ar.end > o {
+			return ar.at.Add(a.maxHold)
+		}
+	}
+	return time.Time{}
+}
+
+// NextDeadline returns the earliest time the attempt needs a Tick, or the
+// zero time when none.
 func (a *Attempt) NextDeadline() time.Time {
 	var d time.Time
-	if a.closed || a.failed {
+	if a.state == Done || a.failed && !a.complete {
 		return d
 	}
-	for _, t := range a.tickers {
-		if n := t.NextDeadline(); !n.IsZero() && (d.IsZero() || n.Before(d)) {
+	consider := func(n time.Time) {
+		if !n.IsZero() && (d.IsZero() || n.Before(d)) {
 			d = n
 		}
 	}
+	for _, t := range a.tickers {
+		consider(t.NextDeadline())
+	}
+	consider(a.holdWake())
 	return d
+}
+
+// Notify returns a channel that receives when a background check has
+// reported something: the caller then calls Tick.
+func (a *Attempt) Notify() <-chan struct{} { return a.notify }
+
+// Stop abandons the background judgements in flight and waits for their
+// goroutines. Call it once the attempt's outcome no longer matters.
+func (a *Attempt) Stop() {
+	for _, b := range a.bgs {
+		b.Stop()
+	}
 }
 
 // failing reports whether f is a failure under the policy (not a note and
@@ -238,9 +478,9 @@ func (a *Attempt) failing(f *validator.Finding) bool {
 	return f.Reason != validator.ReasonNone && a.pol.Rule(f.Reason).Action != validator.ActionRelease
 }
 
-// checkFailed looks for a new failure; released is the length of the text
-// already given out before the latest piece (optimistic mode).
-func (a *Attempt) checkFailed(released int) {
+// checkFailed looks for a new failure and freezes the release point at
+// it (never before what was already released).
+func (a *Attempt) checkFailed() {
 	first := -1
 	for i := range a.toolFinds {
 		if a.failing(&a.toolFinds[i]) {
@@ -248,13 +488,16 @@ func (a *Attempt) checkFailed(released int) {
 			break
 		}
 	}
-	for _, v := range a.vs {
-		fs := v.Findings()
+	look := func(fs []validator.Finding) {
 		for i := range fs {
 			if a.failing(&fs[i]) && (first < 0 || fs[i].Start < first) {
 				first = fs[i].Start
 			}
 		}
+	}
+	look(a.own)
+	for _, v := range a.vs {
+		look(v.Findings())
 	}
 	if first < 0 {
 		return
@@ -264,19 +507,21 @@ func (a *Attempt) checkFailed(released int) {
 	case policy.ModeBuffer:
 		a.frozen = 0
 	case policy.ModeOptimistic:
-		a.frozen = released
+		a.frozen = a.released
 	default:
 		a.frozen = min(a.settled(), first)
 	}
-	a.frozen = max(0, min(a.frozen, len(a.text)))
+	a.frozen = max(a.released, 0, min(a.frozen, len(a.text)))
 }
 
 func (a *Attempt) settled() int {
 	s := len(a.text)
 	for _, v := range a.vs {
-		if n := v.Settled(); n < s {
-			s = n
+		n := v.Settled()
+		if _, ok := v.(validator.Background); ok {
+			n = max(n, a.held)
 		}
+		s = min(s, n)
 	}
 	return s
 }
@@ -287,13 +532,12 @@ func (a *Attempt) ReleasePoint() int {
 	if a.failed {
 		return a.frozen
 	}
-	switch a.mode {
-	case policy.ModeOptimistic:
+	switch {
+	case a.state == Done:
 		return len(a.text)
-	case policy.ModeBuffer:
-		if a.closed {
-			return len(a.text)
-		}
+	case a.mode == policy.ModeOptimistic:
+		return len(a.text)
+	case a.mode == policy.ModeBuffer:
 		return 0
 	}
 	return max(0, a.settled())
@@ -302,37 +546,19 @@ func (a *Attempt) ReleasePoint() int {
 // Failed reports whether a check has failed the output.
 func (a *Attempt) Failed() bool { return a.failed }
 
+// State returns where the attempt is in its life.
+func (a *Attempt) State() State { return a.state }
+
 // Findings returns every finding so far, ordered by Start (stable in check
 // order), tool-call findings last.
 func (a *Attempt) Findings() []validator.Finding {
-	var out []validator.Finding
+	out := append([]validator.Finding(nil), a.own...)
 	for _, v := range a.vs {
 		out = append(out, v.Findings()...)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	out = append(out, a.toolFinds...)
 	return out
-}
-
-// Close marks the end of the output and runs the end-of-output checks. It
-// is idempotent.
-func (a *Attempt) Close() {
-	if a.closed {
-		return
-	}
-	if len(a.tickers) > 0 {
-		a.tick(a.now())
-	}
-	a.closed = true
-	if a.failed && !a.complete {
-		return
-	}
-	for _, v := range a.vs {
-		v.Close()
-	}
-	if !a.failed {
-		a.checkFailed(len(a.text))
-	}
 }
 
 // Verdict decides the attempt's verdict under the policy; attempt is the

@@ -4,6 +4,7 @@
 // error naming the file and line):
 //
 //	release: auto          # watermark | buffer | optimistic | auto
+//	max_hold: 500ms        # watermark: longest a guard may hold text (0: its deadline)
 //	max_retries: 2         # default retries per reason before halt
 //	constraints: true      # compile checks from the prompt ("under 50 words")
 //	log_text: false        # never log prompts or outputs unless true
@@ -34,6 +35,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -125,6 +127,12 @@ type Policy struct {
 	// Source names where the policy came from ("default" or a file name).
 	Source  string
 	Release Mode
+	// MaxHold bounds, in watermark mode, how long a background check (the
+	// guard model) may hold text it has not judged yet. Past it the text
+	// is released with a guard_unavailable finding, which the rule for
+	// guard_unavailable turns into a note (release) or a halt. Zero means
+	// no bound but the check's own deadline.
+	MaxHold time.Duration
 	// MaxRetries is the retry budget for reasons whose rule does not set one.
 	MaxRetries int
 	// Constraints enables the checks compiled from the prompt.
@@ -227,6 +235,22 @@ func (p *Policy) Rule(reason validator.Reason) Rule {
 	return r
 }
 
+// With returns a copy of p with c among its checks, in place of a check
+// of the same name: a check built at run time rather than from the file
+// (the guard model a command starts and supervises), which then enters
+// every attempt through the policy like any other.
+func (p *Policy) With(c Check) *Policy {
+	q := *p
+	q.Checks = nil
+	for _, o := range p.Checks {
+		if o.Name != c.Name {
+			q.Checks = append(q.Checks, o)
+		}
+	}
+	q.Checks = append(q.Checks, c)
+	return &q
+}
+
 // Enabled returns the enabled check named name.
 func (p *Policy) Enabled(name string) (Check, bool) {
 	for _, c := range p.Checks {
@@ -250,6 +274,7 @@ func Load(path string) (*Policy, error) {
 // can be decoded per check with line numbers.
 type file struct {
 	Release     *Mode     `yaml:"release"`
+	MaxHold     *string   `yaml:"max_hold"`
 	MaxRetries  *int      `yaml:"max_retries"`
 	Constraints *bool     `yaml:"constraints"`
 	LogText     *bool     `yaml:"log_text"`
@@ -276,6 +301,13 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	p.Source = name
 	if f.Release != nil {
 		p.Release = *f.Release
+	}
+	if f.MaxHold != nil {
+		d, err := time.ParseDuration(*f.MaxHold)
+		if err != nil || d < 0 {
+			return nil, wrap(fmt.Errorf("max_hold %q: want a non-negative duration such as 500ms", *f.MaxHold))
+		}
+		p.MaxHold = d
 	}
 	if f.MaxRetries != nil {
 		if *f.MaxRetries < 0 || *f.MaxRetries > 10 {

@@ -178,3 +178,18 @@ func TestExampleDocument(t *testing.T) {
 		}
 	}
 }
+
+func TestWithReplacesByName(t *testing.T) {
+	p := DefaultFor(testRegistry())
+	spec := validator.Spec{Name: "runtime", New: func(any, *validator.Request) (validator.Validator, error) { return nil, nil }}
+	q := p.With(Check{Name: "runtime", Spec: spec}).With(Check{Name: "runtime", Spec: spec})
+	if len(q.Checks) != len(p.Checks)+1 {
+		t.Fatalf("%d checks, want %d", len(q.Checks), len(p.Checks)+1)
+	}
+	if _, ok := p.Enabled("runtime"); ok {
+		t.Fatal("With changed the original policy")
+	}
+	if _, ok := q.Enabled("runtime"); !ok {
+		t.Fatal("the run-time check is not enabled")
+	}
+}

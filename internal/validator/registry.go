@@ -108,7 +108,9 @@ type Registry struct {
 	specs map[string]Spec
 }
 
-// Default is the registry that check packages register into from init.
+// Default is the registry policies resolve check names in unless told
+// otherwise. It starts empty: the commands fill it with the built-in
+// checks (checks.RegisterDefault) before they read a policy.
 var Default = &Registry{}
 
 // Register adds a spec. It panics on an empty name, a nil New, or a
@@ -127,9 +129,6 @@ func (r *Registry) Register(s Spec) {
 	}
 	r.specs[s.Name] = s
 }
-
-// Register adds a spec to the Default registry.
-func Register(s Spec) { Default.Register(s) }
 
 // Lookup returns the spec with the given name.
 func (r *Registry) Lookup(name string) (Spec, bool) {

@@ -64,3 +64,27 @@ type ToolCall struct {
 type ToolCallChecker interface {
 	CheckToolCall(call ToolCall) []Finding
 }
+
+// Background is implemented by validators whose judgements arrive after
+// the Write or Close that asked for them (a guard model over a local API).
+// Their Settled and Findings change between calls, from other goroutines,
+// so they must be safe for that.
+//
+// The pipeline joins every judgement a Background validator started before
+// it decides the attempt: after Close it waits until Done, woken by the
+// function given to Notify. A Background validator is also a Ticker whose
+// NextDeadline is when the judgement in flight is given up; at that Tick
+// it must settle the judgement (a guard_unavailable finding, or the text
+// released unjudged when it fails open), so the wait is bounded by its
+// deadline.
+type Background interface {
+	// Notify sets the function called, from any goroutine and with no
+	// lock held, after a background judgement changed the validator's
+	// state. It is set once, before the first Write.
+	Notify(f func())
+	// Done reports whether, after Close, every judgement is in.
+	Done() bool
+	// Stop abandons the judgements in flight (the attempt is over) and
+	// returns once their goroutines have ended.
+	Stop()
+}

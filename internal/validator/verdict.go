@@ -4,9 +4,9 @@
 // that makes checks self-describing.
 //
 // The individual checks live in sub-packages (validator/jsonsyntax,
-// validator/repetition, ...). Each registers a Spec with the default
-// Registry in its init function, so importing a check is enough to make it
-// available to policies, `aegis validators` and `aegis check`.
+// validator/repetition, ...). Each has a Register function that adds its
+// Spec to a Registry; package checks registers them all, explicitly, for
+// policies, `aegis validators` and `aegis check`.
 package validator
 
 import (

@@ -291,7 +291,7 @@ func TestValidatorSkipsWhenSaturated(t *testing.T) {
 }
 
 func TestSpecValidation(t *testing.T) {
-	s, ok := validator.Default.Lookup("guard_llm")
+	s, ok := testRegistry.Lookup("guard_llm")
 	if !ok {
 		t.Fatal("guard_llm not registered")
 	}
@@ -308,3 +308,10 @@ func TestSpecValidation(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}()

@@ -60,8 +60,9 @@ type Config struct {
 	NATS string `json:"nats" yaml:"nats"`
 }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    "guard_llm",
 		Summary: "a small guard model on a local llama-server or Ollama judges the output",
 		Doc: `Asks a guard model on its own server for a grammar-constrained verdict (safety, injection,
@@ -113,18 +114,24 @@ type Guard struct {
 	done     bool // final verdict in (or deadline passed) after Close
 	inflight *call
 	wg       sync.WaitGroup
+	notify   func()
+	lastTick time.Time // the pipeline's time, when no clock was given
+	closedAt time.Time
+	stopped  bool
 }
 
 type call struct {
 	end      int
 	started  time.Time
+	deadline time.Time
 	cancel   context.CancelFunc
 	final    bool
 	prefill  bool
 	timedOut bool
 }
 
-// New builds a guard_llm validator. now is the clock (nil: time.Now).
+// New builds a guard_llm validator. now is the clock; nil means the time
+// of the pipeline's last Tick (the wall clock before the first).
 func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error) {
 	kind, err := ParseKind(c.Kind)
 	if err != nil {
@@ -145,9 +152,6 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	slot := 0
 	if c.IDSlot != nil {
 		slot = *c.IDSlot
-	}
-	if now == nil {
-		now = time.Now
 	}
 	proto, err := ParseProtocol(c.Protocol)
 	if err != nil {
@@ -209,6 +213,36 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 
 func (g *Guard) Name() string { return "guard_llm" }
 
+// timeLocked is the guard's notion of now. g.mu is held.
+func (g *Guard) timeLocked() time.Time {
+	switch {
+	case g.now != nil:
+		return g.now()
+	case !g.lastTick.IsZero():
+		return g.lastTick
+	}
+	return time.Now()
+}
+
+// Notify sets the function called after a background call changed the
+// guard's state (validator.Background).
+func (g *Guard) Notify(f func()) {
+	g.mu.Lock()
+	g.notify = f
+	g.mu.Unlock()
+}
+
+// Stop cancels the call in flight and waits for its goroutine.
+func (g *Guard) Stop() {
+	g.mu.Lock()
+	g.stopped = true
+	if g.inflight != nil {
+		g.inflight.cancel()
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
+}
+
 // Write appends output and, at a cadence point with no call in flight,
 // starts a background call. It never waits for the guard.
 func (g *Guard) Write(p []byte) (int, error) {
@@ -216,13 +250,19 @@ func (g *Guard) Write(p []byte) (int, error) {
 	defer g.mu.Unlock()
 	g.buf = append(g.buf, p...)
 	if g.closed || len(g.findings) > 0 || g.inflight != nil {
-		return len(p), nil
+		return len(p), nil // a busy guard's next call covers this text too
 	}
+	g.maybeStartLocked()
+	return len(p), nil
+}
+
+// maybeStartLocked starts a call on everything not asked about yet when
+// it reaches a cadence point. g.mu is held.
+func (g *Guard) maybeStartLocked() {
 	n := len(g.buf) - g.asked
 	if n >= g.cadence || (n >= g.cadence/2 && endsSentence(g.buf)) {
 		g.startLocked(false)
 	}
-	return len(p), nil
 }
 
 func endsSentence(b []byte) bool {
@@ -238,11 +278,26 @@ func endsSentence(b []byte) bool {
 	return false
 }
 
-// startLocked starts a call on the text so far. g.mu is held.
+// startLocked starts a call on the text so far. A call after the end of
+// the output must answer within the deadline of the end, however long the
+// calls before it took. g.mu is held.
 func (g *Guard) startLocked(final bool) {
 	end := len(g.buf)
-	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Deadline)
-	c := &call{end: end, started: g.now(), cancel: cancel, final: final, prefill: g.cfg.PrefillOnly && !final}
+	now := g.timeLocked()
+	deadline := now.Add(g.cfg.Deadline)
+	if g.closed && deadline.After(g.closedAt.Add(g.cfg.Deadline)) {
+		deadline = g.closedAt.Add(g.cfg.Deadline)
+	}
+	c := &call{end: end, started: now, deadline: deadline, final: final, prefill: g.cfg.PrefillOnly && !final}
+	if g.stopped || !now.Before(deadline) {
+		g.asked = end
+		c.cancel = func() {}
+		g.unavailableLocked(c, fmt.Sprintf("deadline %s passed", g.cfg.Deadline))
+		g.done = g.closed
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(now))
+	c.cancel = cancel
 	g.inflight = c
 	g.asked = end
 	text := string(g.buf[:end])
@@ -294,13 +349,29 @@ func resolveCached(ctx context.Context, c *Client, p Protocol) (Protocol, error)
 	return p, nil
 }
 
-// finish records a call's outcome.
+// wake tells the pipeline the guard's state changed. g.mu is not held.
+func (g *Guard) wake() {
+	g.mu.Lock()
+	f := g.notify
+	g.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// finish records a call's outcome and wakes the pipeline.
 func (g *Guard) finish(c *call, res *Result, err error) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inflight != c || c.timedOut {
-		return // superseded or already judged by Tick
+	if g.inflight != c || c.timedOut || g.stopped {
+		g.mu.Unlock()
+		return // superseded, already judged by Tick, or abandoned
 	}
+	g.finishLocked(c, res, err)
+	g.mu.Unlock()
+	g.wake()
+}
+
+func (g *Guard) finishLocked(c *call, res *Result, err error) {
 	g.inflight = nil
 	switch {
 	case err != nil:
@@ -334,6 +405,10 @@ func (g *Guard) finish(c *call, res *Result, err error) {
 			return
 		}
 		g.startLocked(true)
+		return
+	}
+	if !g.closed && len(g.findings) == 0 {
+		g.maybeStartLocked() // the text that came while the guard was busy
 	}
 }
 
@@ -372,6 +447,7 @@ func (g *Guard) Close() {
 		return
 	}
 	g.closed = true
+	g.closedAt = g.timeLocked()
 	if len(g.findings) > 0 {
 		g.done = true
 		return
@@ -397,8 +473,11 @@ func (g *Guard) Done() bool {
 func (g *Guard) Tick(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if now.After(g.lastTick) {
+		g.lastTick = now
+	}
 	c := g.inflight
-	if c == nil || now.Before(c.started.Add(g.cfg.Deadline)) {
+	if c == nil || now.Before(c.deadline) {
 		return
 	}
 	c.timedOut = true
@@ -415,6 +494,10 @@ func (g *Guard) Tick(now time.Time) {
 			return
 		}
 		g.startLocked(true)
+		return
+	}
+	if !g.closed && len(g.findings) == 0 {
+		g.maybeStartLocked()
 	}
 }
 
@@ -425,7 +508,7 @@ func (g *Guard) NextDeadline() time.Time {
 	if g.inflight == nil {
 		return time.Time{}
 	}
-	return g.inflight.started.Add(g.cfg.Deadline)
+	return g.inflight.deadline
 }
 
 // Wait blocks until every background call has returned (tests and
@@ -433,6 +516,7 @@ func (g *Guard) NextDeadline() time.Time {
 func (g *Guard) Wait() { g.wg.Wait() }
 
 var (
-	_ validator.Validator = (*Guard)(nil)
-	_ validator.Ticker    = (*Guard)(nil)
+	_ validator.Validator  = (*Guard)(nil)
+	_ validator.Ticker     = (*Guard)(nil)
+	_ validator.Background = (*Guard)(nil)
 )

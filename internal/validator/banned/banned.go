@@ -61,8 +61,9 @@ type Config struct {
 // DefaultConfig returns an empty configuration (nothing banned).
 func DefaultConfig() *Config { return &Config{} }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "fails on banned terms (whole words, any case) and on imports of banned libraries in code",
 		Doc: `Terms are matched case-insensitively as whole words or phrases (white space

@@ -18,7 +18,7 @@ type tcase struct {
 
 func newCheck(t testing.TB, tc tcase) validator.Validator {
 	t.Helper()
-	spec, ok := validator.Default.Lookup(tc.check)
+	spec, ok := testRegistry.Lookup(tc.check)
 	if !ok {
 		t.Fatalf("check %s not registered", tc.check)
 	}
@@ -184,3 +184,10 @@ func BenchmarkChecks(b *testing.B) {
 		})
 	}
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}()

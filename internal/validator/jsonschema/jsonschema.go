@@ -64,8 +64,9 @@ streaming (the full validation then decides, as parsers keep the last).
 Output that is not JSON at all fails with invalid_json. Nothing is
 released before the end: the document is validated whole.`
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "output must satisfy the response_format JSON Schema (2020-12, 7); fails early on a prefix",
 		Doc:     doc,

@@ -203,7 +203,7 @@ func TestCacheConcurrent(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	spec, ok := validator.Default.Lookup(Name)
+	spec, ok := testRegistry.Lookup(Name)
 	if !ok {
 		t.Fatal("not registered")
 	}

@@ -191,7 +191,7 @@ func runCase(c suiteCase, schemaCfg *Config) (bool, []validator.Finding, error) 
 	}
 	var vs []validator.Validator
 	for _, name := range []string{jsonsyntax.Name, Name} {
-		spec, _ := validator.Default.Lookup(name)
+		spec, _ := testRegistry.Lookup(name)
 		var cfg any = spec.Config()
 		if name == Name && schemaCfg != nil {
 			cfg = schemaCfg
@@ -275,3 +275,11 @@ func TestJSONSchemaSuite(t *testing.T) {
 		})
 	}
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	jsonsyntax.Register(r)
+	return r
+}()

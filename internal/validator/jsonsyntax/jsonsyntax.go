@@ -47,8 +47,9 @@ complete and valid (JSON is released whole). Findings whose error Repair
 can usually fix (trailing comma, single quotes, fence, output cut off at
 the end) carry the hint fix_syntax.`
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "output must be one valid JSON value; fails at the first bad byte",
 		Doc:     doc,

@@ -165,7 +165,7 @@ func TestSettledHoldsUntilComplete(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	spec, ok := validator.Default.Lookup(Name)
+	spec, ok := testRegistry.Lookup(Name)
 	if !ok {
 		t.Fatal("json_syntax not registered")
 	}
@@ -324,3 +324,10 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 		}
 	}
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}()

@@ -100,8 +100,9 @@ func (c *Config) validate() error {
 	return nil
 }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "fails on system-prompt leaks (shingle overlap), marked secrets and credentials",
 		Doc: `System prompt: runs of 5-word shingles of the system prompt found in the output

@@ -87,8 +87,9 @@ func (c *Config) validate() error {
 // enabled reports whether any limit is set.
 func (c *Config) enabled() bool { return *c != Config{} }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "limits words, sentences, characters, approximate tokens, lines and paragraphs",
 		Doc: `Counts incrementally and fails at the rune that crosses a maximum (the first

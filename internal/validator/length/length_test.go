@@ -120,7 +120,7 @@ func TestCrossingPoint(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	spec, ok := validator.Default.Lookup(Name)
+	spec, ok := testRegistry.Lookup(Name)
 	if !ok {
 		t.Fatal("not registered")
 	}
@@ -175,3 +175,10 @@ func BenchmarkChunk16(b *testing.B) {
 		}
 	}
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}()

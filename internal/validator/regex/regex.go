@@ -100,8 +100,9 @@ literal prefix only from the last occurrence of the prefix, and never
 more than max_match_bytes (default 256), which also bounds how long a
 match can be. Deny findings never start before the released point.`
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "deny / require RE2 patterns and presets (url, email, path, ...), across chunk boundaries",
 		Doc:     doc,

@@ -136,8 +136,9 @@ func (c *Config) validate() error {
 	return nil
 }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "catches degenerate loops: repeated words, sentences, line blocks, a story starting over",
 		Doc: `Finds a tail of the output that repeats an earlier span exactly, token for

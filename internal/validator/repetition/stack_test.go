@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/checks"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/banned"
 	"github.com/aegis-sentinel/aegis/internal/validator/leak"
@@ -45,7 +46,7 @@ func BenchmarkTextStack(b *testing.B) {
 			{banned.Name, &banned.Config{Terms: []string{"as an AI language model", "lorem ipsum", "guaranteed returns"}, Libraries: []string{"pandas", "lodash"}}},
 			{leak.Name, leak.DefaultConfig()},
 		} {
-			spec, _ := validator.Default.Lookup(s.name)
+			spec, _ := checks.Registry().Lookup(s.name)
 			v, err := spec.New(s.cfg, req)
 			if err != nil || v == nil {
 				b.Fatalf("%s: %v", s.name, err)

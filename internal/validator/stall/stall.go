@@ -67,8 +67,9 @@ func DefaultConfig() *Config {
 	return &Config{TTFT: Duration(30 * time.Second), Gap: Duration(15 * time.Second)}
 }
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "fails a stream that stalls: time to first token, gap between chunks, total time",
 		Doc: `Deadlines driven by the pipeline's clock (validator.Ticker): ttft is the longest

@@ -42,8 +42,9 @@ or "tool_calls/N/arguments[/json/pointer]" and Start/End as byte offsets
 into that call's arguments string. The assistant text itself is not
 judged: the check settles all of it at once.`
 
-func init() {
-	validator.Register(validator.Spec{
+// Register adds the check to r.
+func Register(r *validator.Registry) {
+	r.Register(validator.Spec{
 		Name:    Name,
 		Summary: "tool calls must name a declared function with JSON arguments that fit its schema",
 		Doc:     doc,

@@ -82,7 +82,7 @@ func TestTextSettles(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	spec, ok := validator.Default.Lookup(Name)
+	spec, ok := testRegistry.Lookup(Name)
 	if !ok {
 		t.Fatal("not registered")
 	}
@@ -148,3 +148,10 @@ func BenchmarkChunk16(b *testing.B) {
 		v.Write(chunk)
 	}
 }
+
+// testRegistry holds the checks this package's tests look up.
+var testRegistry = func() *validator.Registry {
+	r := &validator.Registry{}
+	Register(r)
+	return r
+}()
