@@ -17,7 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	_ "github.com/aegis-sentinel/aegis/internal/checks"
+	"github.com/aegis-sentinel/aegis/internal/checks"
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -132,6 +132,7 @@ func newRig(t *testing.T, f *fake, policyDoc string, tweak func(*gateway.Gateway
 // starts.
 func newRigServer(t *testing.T, f *fake, policyDoc string, tweak func(*gateway.Gateway), server func(*http.Server)) *rig {
 	t.Helper()
+	checks.RegisterDefault()
 	p, err := policy.Parse([]byte(policyDoc), "fault suite", validator.Default)
 	if err != nil {
 		t.Fatal(err)
