@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
@@ -59,6 +60,7 @@ func (p *pacedUpstream) serve(w http.ResponseWriter, r *http.Request) {
 
 // guarded is a gateway with a scripted guard on a fake clock.
 type guarded struct {
+	gw     *Gateway
 	read   chan struct{} // a payload was read from the upstream
 	clk    *clock.Fake
 	guards chan *validatortest.Guard
@@ -78,6 +80,7 @@ func newGuarded(t *testing.T, up *pacedUpstream, policyDoc string, deadline time
 			return []validator.Validator{g}
 		},
 		readHook: func() { gd.read <- struct{}{} }}
+	gd.gw = g
 	gd.url = start(t, g).URL
 	return gd
 }
@@ -345,5 +348,37 @@ func TestClientBlockedIsNotSilence(t *testing.T) {
 	}
 	if n := strings.Count(s, `"content":"`); n < 100 {
 		t.Fatalf("%d chunks reached the client, want 100:\n%s", n, s)
+	}
+}
+
+// TestServeOptimisticLateFail: with release: optimistic the text goes out
+// before the guard's verdict; a late "fail" becomes the in-band error and
+// a halt event (an incident), never a retry.
+func TestServeOptimisticLateFail(t *testing.T) {
+	up := &pacedUpstream{chunks: storyChunks(3), cancelled: make(chan bool, 1)}
+	gd := newGuarded(t, up, "release: optimistic\n", 2*time.Second, false, 0)
+	bus := &events.Bus{Clock: gd.clk}
+	sub := bus.Subscribe(64)
+	defer sub.Close()
+	gd.gw.Events = bus
+	res := gd.ask(t, true)
+	g := receive(t, gd.guards, "guard")
+	receive(t, up.cancelled, "upstream end")
+	receive(t, g.Calls, "call on the whole text").Fail()
+	a := receive(t, res, "answer")
+	if a.content != allStory(3) || a.code != "aegis_unsafe_content" {
+		t.Fatalf("answer %+v: want the whole text, then the error", a)
+	}
+	var halts, retries int
+	for len(sub.C) > 0 {
+		switch (<-sub.C).Kind {
+		case events.Halt:
+			halts++
+		case events.Retry:
+			retries++
+		}
+	}
+	if halts != 1 || retries != 0 {
+		t.Fatalf("%d halts, %d retries; want one halt", halts, retries)
 	}
 }
