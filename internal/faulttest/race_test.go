@@ -2,6 +2,6 @@
 
 package faulttest
 
-// raceOn: the race detector multiplies memory use, so RSS bounds are
-// reported but not asserted under it.
+// raceOn: the race detector adds shadow memory, so RSS bounds are looser
+// under it.
 const raceOn = true

@@ -143,7 +143,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
 	path, _ := x.route.upstreamPath(x.up.Kind)
-	rd := startReader(func() (*upstream.Stream, *result) {
+	rd := startReader(ctx, func() (*upstream.Stream, *result) {
 		resp, err := x.up.Post(ctx, path, body, nil)
 		if err != nil {
 			return nil, &result{kind: resRefused, err: err}
@@ -173,12 +173,12 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	wakeT := clk.NewTimer(time.Hour)
 	defer wakeT.Stop()
-	first := chk.Tick(clk.Now()) // the stall check's time to first token runs from here
+	first := chk.Tick(rd.now()) // the stall check's time to first token runs from here
 	wake := first.Wake
 	if wake.IsZero() {
 		wakeT.Stop()
 	} else {
-		wakeT.Reset(wake.Sub(clk.Now()))
+		wakeT.Reset(wake.Sub(rd.now()))
 	}
 	closed := false
 	var c chunk
@@ -245,7 +245,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 			step = x.step
 		}
 		if step == (pipeline.Step{}) { // nothing was fed: say where the attempt is
-			step = chk.Tick(clk.Now())
+			step = chk.Tick(rd.now())
 		}
 		return step, nil
 	}
@@ -257,13 +257,13 @@ func (x *exchange) attempt(n int, body []byte) result {
 		case <-rd.ready:
 			step, res = drain()
 			if res == nil && !closed && idle > 0 {
-				idleT.Reset(rd.lastArrival().Add(idle).Sub(clk.Now()))
+				idleT.Reset(rd.lastArrival().Add(idle).Sub(rd.now()))
 			}
 		case <-idleT.C():
 			if step, res = drain(); res != nil || closed || step.State == pipeline.Done {
 				break
 			}
-			now := clk.Now()
+			now := rd.now()
 			if last := rd.lastArrival(); now.Sub(last) < idle {
 				idleT.Reset(last.Add(idle).Sub(now)) // a chunk came meanwhile
 				step = chk.Tick(now)
@@ -274,11 +274,11 @@ func (x *exchange) attempt(n int, body []byte) result {
 		case <-wakeT.C():
 			wake = time.Time{}
 			if step, res = drain(); res == nil && step.State != pipeline.Done {
-				step = chk.Tick(clk.Now())
+				step = chk.Tick(rd.now())
 			}
 		case <-chk.Notify():
 			if step, res = drain(); res == nil && step.State != pipeline.Done {
-				step = chk.Tick(clk.Now())
+				step = chk.Tick(rd.now())
 			}
 		case <-x.r.Context().Done():
 			return result{kind: resCancelled}
@@ -310,7 +310,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 			if wake.IsZero() {
 				wakeT.Stop()
 			} else {
-				wakeT.Reset(wake.Sub(clk.Now()))
+				wakeT.Reset(wake.Sub(rd.now()))
 			}
 		}
 	}
