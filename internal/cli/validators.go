@@ -10,19 +10,6 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
-
-	// The checks: each package registers itself in validator.Default, so
-	// importing it here makes it available to policies, serve and check.
-	_ "github.com/aegis-sentinel/aegis/internal/validator/banned"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/instruct"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonschema"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/leak"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/length"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/regex"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/repetition"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/stall"
-	_ "github.com/aegis-sentinel/aegis/internal/validator/toolcall"
 )
 
 // validatorInfo is one check as `aegis validators --json` lists it.
