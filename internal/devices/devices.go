@@ -452,6 +452,9 @@ func ListDevices(ctx context.Context, binary string, env []string, timeout time.
 	cmd.WaitDelay = 2 * time.Second
 	runErr := cmd.Run()
 	devs, perr := ParseListDevices(out.Bytes())
+	if runErr != nil && ctx.Err() != nil {
+		return devs, fmt.Errorf("devices: %s --list-devices gave no answer within %s: %w", binary, timeout, ctx.Err())
+	}
 	if runErr != nil {
 		tail := errb.String()
 		if len(tail) > 400 {

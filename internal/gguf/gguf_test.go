@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/gguf"
 	"github.com/aegis-sentinel/aegis/internal/gguf/synth"
@@ -236,14 +235,10 @@ func FuzzOpen(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
 		m, err := gguf.Open(p, gguf.Limits{})
 		if err == nil {
 			_ = m.KVBytes(128, gguf.KVF16)
 			_ = m.ComputeBytes(128)
-		}
-		if d := time.Since(start); d > 10*time.Second {
-			t.Fatalf("Open took %s on %d bytes", d, len(data))
 		}
 	})
 }
