@@ -191,9 +191,16 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	// drain feeds every chunk the reader has queued; it returns a result
 	// when the attempt ended on the upstream's side.
+	var batch []upChunk
 	drain := func() (pipeline.Step, *result) {
+		// What the chunks of one batch release goes to the client in one
+		// write: under load the reader queues several, as a proxy's read
+		// returns several.
+		x.batch = true
+		defer func() { x.batch = false; x.flush() }()
 		var step pipeline.Step
-		q := rd.take()
+		batch = rd.take(batch)
+		q := batch
 		for i, uc := range q {
 			if closed {
 				break

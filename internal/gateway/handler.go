@@ -89,6 +89,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 		x.runChoices(n)
 		return
 	}
+	defer x.recycle()
 	x.run()
 }
 
@@ -222,6 +223,8 @@ type exchange struct {
 	spare   [][]byte
 	scratch []byte
 	rc      *http.ResponseController // made once, for every write
+	batch   bool                     // release leaves the write to the end of the batch
+	outBuf  *[]byte                  // out's pooled storage (recycle)
 
 	tools toolAcc
 	acc   fieldAcc // a non-streaming answer's other fields (rebuild.go)

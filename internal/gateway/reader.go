@@ -159,12 +159,13 @@ func (r *reader) put(p []byte) {
 	r.mu.Unlock()
 }
 
-// take returns the queued payloads.
-func (r *reader) take() []upChunk {
+// take returns the queued payloads; the queue goes on in spare, the
+// slice the previous take returned, so that taking allocates nothing.
+func (r *reader) take(spare []upChunk) []upChunk {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.q
-	r.q, r.qBytes = nil, 0
+	r.q, r.qBytes = spare[:0], 0
 	select {
 	case r.space <- struct{}{}:
 	default:
@@ -196,13 +197,13 @@ func (r *reader) next(ctx context.Context) func() ([]byte, error) {
 	var q []upChunk
 	return func() ([]byte, error) {
 		for len(q) == 0 {
-			if q = r.take(); len(q) > 0 {
+			if q = r.take(nil); len(q) > 0 {
 				break
 			}
 			select {
 			case <-r.ready:
 			case <-r.done:
-				if q = r.take(); len(q) == 0 {
+				if q = r.take(nil); len(q) == 0 {
 					return nil, io.EOF // the end was taken already
 				}
 			case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/sse"
@@ -55,7 +56,9 @@ func (x *exchange) release(rp int) {
 	}
 	if n > 0 {
 		x.pending = append(x.pending[:0], x.pending[n:]...)
-		x.flush()
+		if !x.batch {
+			x.flush()
+		}
 	}
 }
 
@@ -67,11 +70,35 @@ func (x *exchange) emit(p []byte) {
 	if x.firstOut.IsZero() && x.sent < len(x.text) {
 		x.firstOut = x.g.now()
 	}
+	if x.out == nil {
+		x.outBuf = outPool.Get().(*[]byte)
+		x.out = (*x.outBuf)[:0]
+	}
 	if x.route.ndjson() {
 		x.out = sse.AppendLine(x.out, p)
 	} else {
 		x.out = sse.AppendData(x.out, p)
 	}
+	if x.batch && len(x.out) >= maxBatchBytes {
+		x.flush()
+	}
+}
+
+// maxBatchBytes bounds what one batch holds back from the client.
+const maxBatchBytes = 16 << 10
+
+// outPool holds the write buffers of finished streams: a stream's
+// buffer, grown to its largest batch, serves the next one.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchBytes+4<<10); return &b }}
+
+// recycle gives the stream's write buffer back once nothing more is
+// written.
+func (x *exchange) recycle() {
+	if x.outBuf != nil && cap(x.out) <= 1<<20 {
+		*x.outBuf = x.out[:0]
+		outPool.Put(x.outBuf)
+	}
+	x.outBuf, x.out = nil, nil
 }
 
 func (x *exchange) writeStreamHeader() {
