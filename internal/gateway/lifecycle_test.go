@@ -81,7 +81,26 @@ func newGuarded(t *testing.T, up *pacedUpstream, policyDoc string, deadline time
 		},
 		readHook: func() { gd.read <- struct{}{} }}
 	gd.gw = g
+	// A test that fails while the gateway still waits on the fake clock
+	// must not hang in the server's Close: the first cleanup keeps the
+	// fake time moving until the server is closed (cleanups run last
+	// registered first), so the handler reaches its end and the failure
+	// is reported instead of a hang.
+	stopTicking := make(chan struct{})
+	t.Cleanup(func() { close(stopTicking) })
 	gd.url = start(t, g).URL
+	t.Cleanup(func() {
+		go func() {
+			for {
+				select {
+				case <-stopTicking:
+					return
+				case <-time.After(5 * time.Millisecond):
+					gd.clk.Advance(time.Minute)
+				}
+			}
+		}()
+	})
 	return gd
 }
 
