@@ -34,9 +34,15 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sup.Stop(context.Background()) })
-	if d := sup.Device(); !d.IsCPU() {
-		t.Fatalf("auto placement chose %q; Vulkan0 is llvmpipe, slower than the CPU", d.Name)
+	// Which device wins is a measurement (llvmpipe is usually far slower
+	// than the CPU, but a loaded machine can say otherwise); the choice
+	// rules are table-tested on fixed numbers in internal/bench. Here the
+	// placement must have chosen a device and the guard must judge on it.
+	d := sup.Device()
+	if d.Name == "" {
+		t.Fatal("auto placement chose no device")
 	}
+	t.Logf("auto placement chose %s", d.Name)
 
 	extra := guardExtra(sup, gc, log)
 	req := &validator.Request{Messages: []validator.Message{{Role: "user", Content: "Tell me about the sun."}}}
