@@ -1,5 +1,6 @@
-// Command loadrig stands in for the two other ends of the throughput
-// comparison in scripts/bench-overhead: with -replay it serves a recorded
+// Package main is the loadrig command. It stands in for the two other
+// ends of the throughput comparison in scripts/bench-overhead: with
+// -replay it serves a recorded
 // llama-server stream (cut to -tokens content chunks) at full speed to every
 // POST; with -proxy it is a plain httputil.ReverseProxy in front of a URL,
 // flushing every chunk, with the same connection pool Aegis uses upstream.

@@ -65,7 +65,7 @@ func TestSlowClientMemory(t *testing.T) {
 		r := newRig(t, f, "checks: {stall: {ttft: 30s, gap: 30s}, repetition: false}\n", nil)
 		base := resetPeakRSS(t)
 		resp := r.post(ask, true)
-		time.Sleep(3 * time.Second) // the fault: the client reads nothing
+		time.Sleep(3 * time.Second) // the fault itself: the client reads nothing (no deadline is near)
 		n, intact, code, msg := readBig(t, resp)
 		peak := peakRSS(t)
 		t.Logf("peak RSS %d MB above a baseline of %d MB (race detector: %v); client got %d bytes", (peak-base)>>20, base>>20, raceOn, n)
@@ -114,10 +114,12 @@ func procStatus(t *testing.T, key string) uint64 {
 func TestSlowClientIsNotAStall(t *testing.T) {
 	noLeaks(t, func(t *testing.T) {
 		f := newFake(t, bigAnswer(40<<20))
-		r := newRig(t, f, "checks: {stall: {ttft: 2s, gap: 300ms}, repetition: false}\n",
+		// A 1 s gap: short against the pause, long against what a loaded
+		// 2-core machine can stall the in-process upstream for.
+		r := newRig(t, f, "checks: {stall: {ttft: 5s, gap: 1s}, repetition: false}\n",
 			func(g *gateway.Gateway) { g.MaxResponseBytes = 32 << 20 })
 		resp := r.post(ask, true)
-		time.Sleep(3 * time.Second) // the fault: the client reads nothing
+		time.Sleep(10 * time.Second) // the fault itself: the client reads nothing for ten gaps
 		n, intact, code, msg := readBig(t, resp)
 		if p := f.posts.Load(); p != 1 {
 			t.Fatalf("the upstream got %d POSTs: the client's pause was taken for a stall (%s %s)", p, code, msg)
