@@ -271,49 +271,54 @@ func riskFromProb(p float64) validator.Risk {
 // P(fail)/(P(pass)+P(fail)) from the pre-sampling probabilities
 // llama-server reported at that position.
 func verdictProb(out completion) (pFail float64, ok, approx bool) {
-	for _, tp := range out.Probs {
-		before := verdictOpen
-		// This token reaches into the verdict word: classify every
-		// reported alternative by the word it would start.
-		var pp, pf, minP float64
-		minP = math.Inf(1)
-		seenChosen := false
-		for _, alt := range tp.Top {
-			pr := math.Exp(alt.Logprob)
-			minP = math.Min(minP, pr)
-			if alt.Token == tp.Token {
-				seenChosen = true
-			}
-			switch startsWord(before+alt.Token, len(verdictOpen)) {
-			case "pass":
-				pp += pr
-			case "fail":
-				pf += pr
-			}
-		}
-		if !seenChosen {
-			pr := math.Exp(tp.Logprob)
-			switch startsWord(before+tp.Token, len(verdictOpen)) {
-			case "pass":
-				pp += pr
-			case "fail":
-				pf += pr
-			}
-		}
-		switch {
-		case pp == 0 && pf == 0:
-			return 0, false, false
-		case pp == 0:
-			pp, approx = minP, true
-		case pf == 0:
-			pf, approx = minP, true
-		}
-		return pf / (pp + pf), true, approx
+	if len(out.Probs) == 0 {
+		return 0, false, false
 	}
-	return 0, false, false
+	// The first token reaches into the verdict word: classify every
+	// reported alternative by the word it would start.
+	return splitProb(out.Probs[0].tokenProb, out.Probs[0].Top, func(tok string) (fail, pass bool) {
+		w := startsWord(verdictOpen+tok, len(verdictOpen))
+		return w == "fail", w == "pass"
+	})
 }
 
-// startsWord reports which verdict word s (a candidate continuation) starts
+// splitProb sums the probabilities of the alternatives reported at one
+// position (and of the chosen token when it is not among them) into the
+// fail and pass sides that side names, and returns P(fail)/(P(fail)+P(pass)).
+// When only one side was reported, the other is bounded by the smallest
+// reported probability and approx is set; when neither was, ok is false.
+func splitProb(chosen tokenProb, top []tokenProb, side func(tok string) (fail, pass bool)) (pFail float64, ok, approx bool) {
+	var pf, pp float64
+	minP := math.Inf(1)
+	seen := false
+	add := func(tok string, lp float64) {
+		pr := math.Exp(lp)
+		switch f, p := side(tok); {
+		case f:
+			pf += pr
+		case p:
+			pp += pr
+		}
+	}
+	for _, alt := range top {
+		minP = math.Min(minP, math.Exp(alt.Logprob))
+		seen = seen || alt.Token == chosen.Token
+		add(alt.Token, alt.Logprob)
+	}
+	if !seen {
+		add(chosen.Token, chosen.Logprob)
+	}
+	switch {
+	case pf == 0 && pp == 0:
+		return 0, false, false
+	case pf == 0:
+		pf, approx = minP, true
+	case pp == 0:
+		pp, approx = minP, true
+	}
+	return pf / (pf + pp), true, approx
+}
+
 // at offset off, if its forced prefix matches.
 func startsWord(s string, off int) string {
 	if len(s) <= off || s[:off] != verdictOpen[:off] {

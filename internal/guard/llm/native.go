@@ -3,7 +3,6 @@ package llm
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -196,37 +195,15 @@ func decisionProb(out completion, fail, pass []string) (pFail float64, ok, appro
 	if len(out.Probs) == 0 {
 		return 0, false, false
 	}
-	tp := out.Probs[0]
-	var pf, pp float64
-	minP := math.Inf(1)
-	seen := false
-	add := func(tok string, lp float64) {
-		pr := math.Exp(lp)
+	return splitProb(out.Probs[0].tokenProb, out.Probs[0].Top, func(tok string) (f, p bool) {
 		switch w := wordOf(tok, fail, pass); {
 		case w == "":
+			return false, false
 		case isIn(w, fail):
-			pf += pr
-		default:
-			pp += pr
+			return true, false
 		}
-	}
-	for _, alt := range tp.Top {
-		minP = math.Min(minP, math.Exp(alt.Logprob))
-		seen = seen || alt.Token == tp.Token
-		add(alt.Token, alt.Logprob)
-	}
-	if !seen {
-		add(tp.Token, tp.Logprob)
-	}
-	switch {
-	case pf == 0 && pp == 0:
-		return 0, false, false
-	case pf == 0:
-		pf, approx = minP, true
-	case pp == 0:
-		pp, approx = minP, true
-	}
-	return pf / (pf + pp), true, approx
+		return false, true
+	})
 }
 
 // finding turns a failing native result into the validator's finding.
