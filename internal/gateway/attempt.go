@@ -153,10 +153,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 			resp.Body.Close()
 			return nil, &result{kind: resRefused, status: resp.StatusCode, body: b}
 		}
-		if x.route.ndjson() {
-			return upstream.NewNDJSONStream(resp.Body), nil
-		}
-		return upstream.NewSSEStream(resp.Body), nil
+		return x.route.newStream(resp.Body), nil
 	}, clk, x.g.readHook)
 	defer func() {
 		cancel() // unblocks the reader
@@ -240,7 +237,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 				return upstreamFailed(fmt.Errorf("upstream error in stream: %q", c.errMsg), uc.at)
 			}
 			x.tpl.learn(&c, n)
-			if x.tpl.foreign(x.route, &c, n) {
+			if x.route.foreign(&x.tpl, &c, n) {
 				p = x.tpl.restamp(p) // a hidden retry continues the first attempt's answer
 			}
 			x.lastUp = uc.at

@@ -33,36 +33,13 @@ func (x *exchange) carryTokens() {
 	x.tokens = x.tokens[:0]
 }
 
-// budgetKeys are the request members that bound the number of generated
-// tokens, per dialect (Ollama's is options.num_predict).
-var budgetKeys = []string{"max_tokens", "max_completion_tokens", "n_predict"}
-
 // shrinkBudget lowers the token limit of a retry's body b by the tokens
 // the client already has, never below one.
 func (x *exchange) shrinkBudget(b rawBody) {
 	if x.carried == 0 {
 		return
 	}
-	left := func(raw json.RawMessage) (int, bool) {
-		var n int
-		if json.Unmarshal(raw, &n) != nil || n <= 0 {
-			return 0, false // absent, null or "no limit" (-1)
-		}
-		return max(n-x.carried, 1), true
-	}
-	if x.route.ndjson() {
-		o := b.object("options")
-		if n, ok := left(o["num_predict"]); ok {
-			o.set("num_predict", n)
-			b.set("options", o)
-		}
-		return
-	}
-	for _, k := range budgetKeys {
-		if n, ok := left(b[k]); ok {
-			b.set(k, n)
-		}
-	}
+	x.route.shrinkBudget(b, x.carried)
 }
 
 // adjustUsage rewrites the usage counts of the closing chunks of a

@@ -3,31 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
-
-// MaxChoices is the largest n a request may ask for.
-const MaxChoices = 16
-
-// choices returns how many choices the client asked for ("n", default 1).
-// Each is generated and checked as a request of its own (runChoices,
-// runChoicesStream).
-func (x *exchange) choices() (int, error) {
-	raw, ok := x.body["n"]
-	if !ok || string(raw) == "null" || x.route.ndjson() {
-		return 1, nil
-	}
-	var n int
-	if err := json.Unmarshal(raw, &n); err != nil || n < 1 || n > MaxChoices {
-		return 0, fmt.Errorf("n must be an integer from 1 to %d", MaxChoices)
-	}
-	return n, nil
-}
 
 // subResult is what one choice's exchange ended with.
 type subResult struct {

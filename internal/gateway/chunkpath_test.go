@@ -19,11 +19,11 @@ func TestAppendChunkMatchesMaps(t *testing.T) {
 		"no fingerprint, odd text": {id: "<id>&", model: "m\u2028", created: -1, createdAt: "\x00"},
 	}
 	texts := []string{"", " Once", "a \"quoted\" <b>\n\ttab é 😀 \u2029 bad \xff"}
-	routes := []routeKind{routeChat, routeCompletions, routeOllamaChat, routeOllamaGenerate}
+	routes := dialects
 	for name, tpl := range tpls {
 		for _, k := range routes {
 			for _, text := range texts {
-				got := string(k.synth([]byte("junk"), &tpl, []byte(text))[4:])
+				got := string(k.appendChunk([]byte("junk"), &tpl, []byte(text), "")[4:])
 				if want := mapSynth(k, &tpl, text); got != want {
 					t.Errorf("%s %s synth(%q):\n got %s\nwant %s", name, k, text, got, want)
 				}
@@ -38,13 +38,13 @@ func TestAppendChunkMatchesMaps(t *testing.T) {
 	}
 }
 
-func mapSynth(k routeKind, t *template, text string) string {
+func mapSynth(k dialect, t *template, text string) string {
 	var v map[string]any
 	switch k {
-	case routeChat, routeCompletions:
+	case dialectChat, dialectCompletions:
 		ch := map[string]any{"index": 0, "finish_reason": nil, "delta": map[string]any{"content": text}}
 		v = map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model, "choices": []any{ch}}
-		if k == routeCompletions {
+		if k == dialectCompletions {
 			delete(ch, "delta")
 			ch["text"] = text
 			v["object"] = "text_completion"
@@ -52,7 +52,7 @@ func mapSynth(k routeKind, t *template, text string) string {
 		if t.fingerprint != "" {
 			v["system_fingerprint"] = t.fingerprint
 		}
-	case routeOllamaChat:
+	case dialectOllamaChat:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": text}, "done": false}
 	default:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": text, "done": false}
@@ -61,16 +61,16 @@ func mapSynth(k routeKind, t *template, text string) string {
 	return string(b)
 }
 
-func mapFinal(k routeKind, t *template, fr string) string {
+func mapFinal(k dialect, t *template, fr string) string {
 	var v any
 	switch k {
-	case routeChat:
+	case dialectChat:
 		v = map[string]any{"id": t.id, "object": "chat.completion.chunk", "created": t.created, "model": t.model,
 			"choices": []any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": fr}}}
-	case routeCompletions:
+	case dialectCompletions:
 		v = map[string]any{"id": t.id, "object": "text_completion", "created": t.created, "model": t.model,
 			"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": fr}}}
-	case routeOllamaChat:
+	case dialectOllamaChat:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": fr}
 	default:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": "", "done": true, "done_reason": fr}
@@ -111,7 +111,7 @@ func BenchmarkChunkPath(b *testing.B) {
 		b.Run(pc.name, func(b *testing.B) {
 			g := &Gateway{Policy: pc.pol}
 			w := &discardWriter{h: http.Header{}}
-			x := &exchange{g: g, w: w, route: routeChat, stream: true}
+			x := &exchange{g: g, w: w, route: dialectChat, stream: true}
 			if err := x.decode(benchBody); err != nil {
 				b.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func BenchmarkChunkPath(b *testing.B) {
 func TestChunkPathAllocs(t *testing.T) {
 	evs := recorded(t, "llama-chat-200.sse")
 	g := &Gateway{}
-	x := &exchange{g: g, w: &discardWriter{h: http.Header{}}, route: routeChat, stream: true}
+	x := &exchange{g: g, w: &discardWriter{h: http.Header{}}, route: dialectChat, stream: true}
 	if err := x.decode(benchBody); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,8 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"unicode/utf8"
 
@@ -13,41 +14,104 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-// routeKind is the API a client called; it fixes the wire format of the
-// request, the stream and the final body.
-type routeKind int
+// dialect is one wire API a client calls: OpenAI chat, OpenAI
+// completions, Ollama chat, Ollama generate (dialect_*.go, one file
+// each). It owns every difference of the wire: how the request is read
+// and edited for a retry, how the upstream's stream is framed and read,
+// and how the chunks, bodies and errors the gateway writes itself are
+// spelled. Its edits are pure functions of their arguments.
+type dialect interface {
+	// String is the route's path, as in events and error messages.
+	String() string
+	// upstreamPath is the path to ask an upstream of kind.
+	upstreamPath(kind upstream.Kind) (string, error)
 
-const (
-	routeChat           routeKind = iota // POST /v1/chat/completions (SSE)
-	routeCompletions                     // POST /v1/completions (SSE)
-	routeOllamaChat                      // POST /api/chat (NDJSON)
-	routeOllamaGenerate                  // POST /api/generate (NDJSON)
+	// decode reads the fields the gateway interprets from the client's
+	// request raw (body is the same, as members).
+	decode(raw []byte, body rawBody) (request, error)
+	// generates reports whether the request asks for generated text
+	// (Ollama's chat without messages loads or unloads a model).
+	generates(body rawBody) bool
+	// choices is how many choices the request asks for.
+	choices(body rawBody) (int, error)
+	// streamBody makes b ask for a stream, with usage in it when the
+	// client does not stream (clientStreams).
+	streamBody(b rawBody, clientStreams bool)
+	// continueWith puts a retry's correction note and the text already
+	// released (prefix, continued by the retry) into b.
+	continueWith(b rawBody, note, prefix string)
+	// constrainJSON asks an upstream of kind for JSON (schema, or any
+	// JSON object when schema is nil).
+	constrainJSON(b rawBody, kind upstream.Kind, schema json.RawMessage)
+	// antiRepeat sets the sampling parameters that break loops.
+	antiRepeat(b rawBody, kind upstream.Kind)
+	// shrinkBudget lowers b's token limit by carried, never below one.
+	shrinkBudget(b rawBody, carried int)
+
+	// newStream reads an upstream's streamed answer.
+	newStream(body io.ReadCloser) *upstream.Stream
+	// parse reads one payload of the stream into c, without allocating
+	// for a chunk of plain text.
+	parse(p []byte, c *chunk) error
+	// foreign reports whether c, read in attempt, must be restamped with
+	// the identity of the answer the client already has.
+	foreign(t *template, c *chunk, attempt int) bool
+	// appendChunk appends a chunk with text and, when finish is set, the
+	// finish reason that ends the answer.
+	appendChunk(dst []byte, t *template, text []byte, finish string) []byte
+
+	// streamHeader sets the headers of a streamed answer.
+	streamHeader(h http.Header)
+	// frame appends payload p framed for the client's stream.
+	frame(dst, p []byte) []byte
+	// appendEnd appends the stream's end marker, if the API has one.
+	appendEnd(dst []byte) []byte
+	// errorBody is the JSON body of an error (m, when set, is the
+	// verdict); coded says the error is a halt with Aegis's error code.
+	errorBody(e apiError, m *meta, coded bool) any
+
+	// collect keeps the members of one streamed payload m that a
+	// non-streamed answer carries over (rebuild.go).
+	collect(a *fieldAcc, m rawBody)
+	// body assembles the non-streamed answer from the closing chunks'
+	// top-level members (top) and the answer.
+	body(top rawBody, ans *output) []byte
+}
+
+// request is what the gateway interprets of a client's request.
+type request struct {
+	model  string
+	vreq   *validator.Request
+	stream bool
+}
+
+// output is what an attempt answered, as a non-streamed body carries it.
+type output struct {
+	text    string
+	finish  string // "" means stop
+	tpl     *template
+	tools   []openai.ToolCall
+	olTools []json.RawMessage
+	acc     *fieldAcc
+}
+
+func (a *output) finishReason() string {
+	if a.finish == "" {
+		return "stop"
+	}
+	return a.finish
+}
+
+// The four dialects, one value each (an interface value made once).
+var (
+	dialectChat           dialect = chatDialect{sseWire{path: "/v1/chat/completions", format: chunkscan.Chat}}
+	dialectCompletions    dialect = completionsDialect{sseWire{path: "/v1/completions", format: chunkscan.Completions}}
+	dialectOllamaChat     dialect = ollamaChatDialect{ndjsonWire{path: "/api/chat"}}
+	dialectOllamaGenerate dialect = ollamaGenerateDialect{ndjsonWire{path: "/api/generate"}}
 )
 
-func (k routeKind) String() string {
-	switch k {
-	case routeChat:
-		return "/v1/chat/completions"
-	case routeCompletions:
-		return "/v1/completions"
-	case routeOllamaChat:
-		return "/api/chat"
-	case routeOllamaGenerate:
-		return "/api/generate"
-	}
-	return "unknown"
-}
-
-func (k routeKind) ndjson() bool { return k == routeOllamaChat || k == routeOllamaGenerate }
-
-// upstreamPath returns the upstream path for the route; the Ollama routes
-// need an Ollama upstream.
-func (k routeKind) upstreamPath(kind upstream.Kind) (string, error) {
-	if k.ndjson() && kind != upstream.KindOllama {
-		return "", fmt.Errorf("%s is served only in front of an Ollama upstream (this one is %s)", k, kind)
-	}
-	return k.String(), nil
-}
+// dialects lists every dialect (tests range over it).
+var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dialectOllamaGenerate}
 
 // chunk is what the gateway reads from one streamed payload. Its text
 // and identity point into the payload and a buffer the chunk reuses: they
@@ -71,6 +135,14 @@ type chunk struct {
 	buf []byte
 }
 
+// readText reads the chunk's time and text, the members both wire
+// families spell alike once scanned.
+func (c *chunk) readText() {
+	c.created = c.f.Created
+	c.buf = chunkscan.AppendString(c.buf, c.p, c.f.Text)
+	c.text, c.hasText = c.buf, len(c.buf) > 0
+}
+
 func (c *chunk) str(sp chunkscan.Span) string { return string(chunkscan.AppendString(nil, c.p, sp)) }
 
 // is reports whether the string at sp reads s, without allocating for a
@@ -83,63 +155,6 @@ func (c *chunk) is(sp chunkscan.Span, s string) bool {
 		return string(b) == s
 	}
 	return c.str(sp) == s
-}
-
-func (k routeKind) format() chunkscan.Format {
-	switch k {
-	case routeCompletions:
-		return chunkscan.Completions
-	case routeOllamaChat, routeOllamaGenerate:
-		return chunkscan.Ollama
-	}
-	return chunkscan.Chat
-}
-
-// parse reads one payload of the route's stream into c. It reads the
-// payload as encoding/json would into the wire structs (see chunkscan),
-// without allocating for a chunk of plain text.
-func (k routeKind) parse(p []byte, c *chunk) error {
-	*c = chunk{buf: c.buf[:0], p: p}
-	if err := chunkscan.Scan(k.format(), p, &c.f); err != nil {
-		if k.ndjson() {
-			return fmt.Errorf("upstream sent a line that is not JSON: %w", err)
-		}
-		return fmt.Errorf("upstream sent an event that is not JSON: %w", err)
-	}
-	f := &c.f
-	if k.ndjson() {
-		if c.errMsg = c.str(f.Error); c.errMsg != "" {
-			return nil
-		}
-	} else if f.Error.Present() {
-		c.errMsg = string(f.Error.Of(p))
-		return nil
-	}
-	c.created = f.Created
-	c.buf = chunkscan.AppendString(c.buf, p, f.Text)
-	c.text, c.hasText = c.buf, len(c.buf) > 0
-	if f.ToolCallCount > 0 {
-		var err error
-		if k.ndjson() {
-			err = json.Unmarshal(f.ToolCalls.Of(p), &c.olToolCalls)
-		} else {
-			err = json.Unmarshal(f.ToolCalls.Of(p), &c.toolCalls)
-		}
-		if err != nil {
-			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
-		}
-	}
-	if k.ndjson() {
-		c.finish = f.Done
-		if f.FinishReason.Present() {
-			c.finishReason = c.str(f.FinishReason)
-		}
-	} else if f.FinishReason.Present() {
-		if c.finishReason = c.str(f.FinishReason); c.finishReason != "" {
-			c.finish = true
-		}
-	}
-	return nil
 }
 
 // template is the identity of the answer the client sees, taken from the
@@ -173,9 +188,9 @@ func (t *template) learn(c *chunk, attempt int) {
 // foreign reports whether chunk c, read in attempt, must be restamped
 // before a client sees it: it belongs to a later attempt than the one the
 // client's answer began with, and its identity differs from that answer's.
-func (t *template) foreign(k routeKind, c *chunk, attempt int) bool {
-	if !t.set || attempt == t.attempt || k.ndjson() {
-		return false // Ollama's native chunks carry no id; created_at is per chunk
+func (t *template) foreign(c *chunk, attempt int) bool {
+	if !t.set || attempt == t.attempt {
+		return false
 	}
 	return !c.is(c.f.ID, t.id) || !c.is(c.f.Model, t.model) || !c.is(c.f.Fingerprint, t.fingerprint) || !t.createdVaries && c.created != t.created
 }
@@ -199,79 +214,6 @@ func (t *template) restamp(p []byte) []byte {
 		m.set("created", t.created)
 	}
 	return m.encode()
-}
-
-// synth returns a chunk carrying text, for text that must be cut out of
-// an upstream chunk (part of it released, or the rest after a retry). It
-// is written into dst's storage, with the members in the order
-// encoding/json gives a map.
-func (k routeKind) synth(dst []byte, t *template, text []byte) []byte {
-	return k.appendChunk(dst, t, text, "")
-}
-
-// appendChunk appends a chunk with text and, when finish is set, the
-// finish reason that ends the answer.
-func (k routeKind) appendChunk(dst []byte, t *template, text []byte, finish string) []byte {
-	q := func(s string) { dst = chunkscan.AppendQuoted(dst, []byte(s)) }
-	switch k {
-	case routeChat, routeCompletions:
-		dst = append(dst, `{"choices":[{`...)
-		if k == routeChat {
-			dst = append(dst, `"delta":{`...)
-			if finish == "" {
-				dst = append(dst, `"content":`...)
-				dst = chunkscan.AppendQuoted(dst, text)
-			}
-			dst = append(dst, `},`...)
-		}
-		dst = append(dst, `"finish_reason":`...)
-		if finish == "" {
-			dst = append(dst, "null"...)
-		} else {
-			q(finish)
-		}
-		dst = append(dst, `,"index":0`...)
-		if k == routeCompletions {
-			dst = append(dst, `,"text":`...)
-			dst = chunkscan.AppendQuoted(dst, text)
-		}
-		dst = append(dst, `}],"created":`...)
-		dst = strconv.AppendInt(dst, t.created, 10)
-		dst = append(dst, `,"id":`...)
-		q(t.id)
-		dst = append(dst, `,"model":`...)
-		q(t.model)
-		if k == routeChat {
-			dst = append(dst, `,"object":"chat.completion.chunk"`...)
-		} else {
-			dst = append(dst, `,"object":"text_completion"`...)
-		}
-		if t.fingerprint != "" && finish == "" {
-			dst = append(dst, `,"system_fingerprint":`...)
-			q(t.fingerprint)
-		}
-		return append(dst, '}')
-	}
-	dst = append(dst, `{"created_at":`...)
-	q(t.createdAt)
-	if finish == "" {
-		dst = append(dst, `,"done":false`...)
-	} else {
-		dst = append(dst, `,"done":true,"done_reason":`...)
-		q(finish)
-	}
-	if k == routeOllamaChat {
-		dst = append(dst, `,"message":{"content":`...)
-		dst = chunkscan.AppendQuoted(dst, text)
-		dst = append(dst, `,"role":"assistant"}`...)
-	}
-	dst = append(dst, `,"model":`...)
-	q(t.model)
-	if k == routeOllamaGenerate {
-		dst = append(dst, `,"response":`...)
-		dst = chunkscan.AppendQuoted(dst, text)
-	}
-	return append(dst, '}')
 }
 
 // withMeta returns the JSON object p with the "aegis" member added.

@@ -18,6 +18,14 @@
 //	GET, HEAD /                 a heartbeat, answered like the upstream kind ("Ollama is running")
 //	/api/*                      other Ollama endpoints, passed through unchecked
 //
+// Each generating route has its dialect (dialect_chat.go,
+// dialect_completions.go, dialect_ollama_chat.go,
+// dialect_ollama_generate.go, sharing dialect_sse.go or dialect_ndjson.go
+// for their framing): it reads the request, edits it for a retry, reads
+// the upstream's chunks and spells the chunks, bodies and errors the
+// gateway writes itself. The rest of the gateway never asks which API it
+// serves.
+//
 // Request members Aegis does not interpret are passed to the upstream byte
 // for byte (llama-server's cache_prompt, id_slot, n_probs, grammar,
 // json_schema, ...), and upstream chunks that are released whole are

@@ -54,7 +54,7 @@ func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (r
 				kept = append(kept, p)
 			}
 		}
-		x.pending = append(kept, pend{raw: x.route.synth(nil, &x.tpl, fixed), end: len(fixed), owned: true})
+		x.pending = append(kept, pend{raw: x.route.appendChunk(nil, &x.tpl, fixed, ""), end: len(fixed), owned: true})
 	}
 	x.heldMax = max(x.heldMax, len(fixed))
 	x.repaired = true
@@ -98,7 +98,7 @@ func (x *exchange) drainRest(next func() ([]byte, error), n int) error {
 		if c.errMsg != "" {
 			return errors.New(c.errMsg)
 		}
-		if x.tpl.foreign(x.route, &c, n) {
+		if x.route.foreign(&x.tpl, &c, n) {
 			p = x.tpl.restamp(p)
 		}
 		switch {

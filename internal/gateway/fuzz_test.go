@@ -52,7 +52,7 @@ func FuzzParseChunk(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, k := range []routeKind{routeChat, routeCompletions, routeOllamaChat, routeOllamaGenerate} {
+		for _, k := range dialects {
 			var c chunk
 			if k.parse([]byte(s), &c) == nil && c.hasText && len(c.text) == 0 {
 				t.Fatalf("%s: hasText with empty text for %q", k, s)

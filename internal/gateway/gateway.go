@@ -237,13 +237,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/v1/chat/completions", "/chat/completions":
-		g.serveGenerate(w, r, routeChat)
+		g.serveGenerate(w, r, dialectChat)
 	case "/v1/completions", "/completions":
-		g.serveGenerate(w, r, routeCompletions)
+		g.serveGenerate(w, r, dialectCompletions)
 	case "/api/chat":
-		g.serveGenerate(w, r, routeOllamaChat)
+		g.serveGenerate(w, r, dialectOllamaChat)
 	case "/api/generate":
-		g.serveGenerate(w, r, routeOllamaGenerate)
+		g.serveGenerate(w, r, dialectOllamaGenerate)
 	case "/v1/models", "/models":
 		g.serveModels(w, r)
 	case "/v1/embeddings", "/embeddings":

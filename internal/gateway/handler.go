@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
-	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -17,7 +16,7 @@ import (
 // serveGenerate handles the four generating routes: decode and check the
 // request, pick the upstream, run attempts until one is released or the
 // request halts.
-func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route routeKind) {
+func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route dialect) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		fail(w, r.URL.Path, http.StatusMethodNotAllowed, apiError{Message: route.String() + " takes POST", Type: "invalid_request_error", Code: "method_not_allowed"})
@@ -75,7 +74,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 			return
 		}
 	}
-	n, err := x.choices()
+	n, err := x.route.choices(x.body)
 	if err != nil {
 		p := "n"
 		x.reject(http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request", Param: &p})
@@ -93,87 +92,19 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route ro
 	x.run()
 }
 
-// decode reads the fields the gateway interprets into x, for each route.
+// decode reads the fields the gateway interprets into x.
 func (x *exchange) decode(raw []byte) error {
-	switch x.route {
-	case routeChat, routeOllamaChat:
-		var cr openai.ChatRequest
-		if err := json.Unmarshal(raw, &cr); err != nil {
-			return fmt.Errorf("invalid chat request: %w", err)
-		}
-		if len(cr.Messages) == 0 {
-			return fmt.Errorf("messages must not be empty")
-		}
-		x.model = cr.Model
-		x.vreq = cr.ValidatorRequest()
-		if x.route == routeChat {
-			x.stream = cr.Stream
-		}
-	case routeCompletions, routeOllamaGenerate:
-		var cr struct {
-			Model     string          `json:"model"`
-			Prompt    json.RawMessage `json:"prompt"`
-			System    string          `json:"system"`
-			Stream    bool            `json:"stream"`
-			MaxTokens *int            `json:"max_tokens"`
-		}
-		if err := json.Unmarshal(raw, &cr); err != nil {
-			return fmt.Errorf("invalid completion request: %w", err)
-		}
-		var prompt string
-		if len(cr.Prompt) > 0 && json.Unmarshal(cr.Prompt, &prompt) != nil {
-			var parts []string
-			if json.Unmarshal(cr.Prompt, &parts) != nil {
-				return fmt.Errorf("prompt must be a string or an array of strings")
-			}
-			for _, p := range parts {
-				prompt += p
-			}
-		}
-		x.model = cr.Model
-		x.vreq = &validator.Request{}
-		if cr.System != "" {
-			x.vreq.Messages = append(x.vreq.Messages, validator.Message{Role: "system", Content: cr.System})
-		}
-		x.vreq.Messages = append(x.vreq.Messages, validator.Message{Role: "user", Content: prompt})
-		if cr.MaxTokens != nil {
-			x.vreq.MaxTokens = *cr.MaxTokens
-		}
-		if x.route == routeCompletions {
-			x.stream = cr.Stream
-		}
+	req, err := x.route.decode(raw, x.body)
+	if err != nil {
+		return err
 	}
-	if x.route.ndjson() {
-		if x.model == "" {
-			return fmt.Errorf("model is required")
-		}
-		// Ollama streams unless told not to.
-		x.stream = true
-		if s, ok := x.body["stream"]; ok && string(s) == "false" {
-			x.stream = false
-		}
-		opts := x.body.object("options")
-		if n, ok := opts["num_predict"]; ok {
-			json.Unmarshal(n, &x.vreq.MaxTokens)
-		}
-		if f, ok := x.body["format"]; ok && len(f) > 0 && string(f) != "null" && string(f) != `""` {
-			if string(f) == `"json"` {
-				x.vreq.ResponseFormat = &validator.ResponseFormat{Type: "json_object"}
-			} else if f[0] == '{' {
-				x.vreq.ResponseFormat = &validator.ResponseFormat{Type: "json_schema", Schema: f}
-			}
-		}
-	}
+	x.model, x.vreq, x.stream = req.model, req.vreq, req.stream
 	return nil
 }
 
 // reject answers a request that never reached an upstream.
 func (x *exchange) reject(status int, e apiError) {
-	if x.route.ndjson() {
-		writeJSON(x.w, status, map[string]string{"error": e.Message})
-	} else {
-		writeError(x.w, status, e, nil)
-	}
+	x.writeError(status, e, nil, false)
 	x.publish(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Model: x.model,
 		Outcome: events.OutcomeRejected, Status: status, Duration: x.g.now().Sub(x.start), Error: e.Message})
 }
@@ -190,7 +121,7 @@ type exchange struct {
 	g       *Gateway
 	w       http.ResponseWriter
 	r       *http.Request
-	route   routeKind
+	route   dialect
 	id      string
 	start   time.Time
 	body    rawBody

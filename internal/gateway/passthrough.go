@@ -273,14 +273,8 @@ func upstreamCode(status int, msg string) string {
 // no messages (keep_alive 0 unloads), which generates nothing to check.
 // It reports whether it answered the request.
 func (x *exchange) loadUnload(raw []byte) bool {
-	if x.route != routeOllamaChat {
+	if x.route.generates(x.body) {
 		return false
-	}
-	if m, ok := x.body["messages"]; ok && string(m) != "null" && string(m) != "[]" {
-		var msgs []json.RawMessage
-		if json.Unmarshal(m, &msgs) != nil || len(msgs) > 0 {
-			return false
-		}
 	}
 	var req struct {
 		Model string `json:"model"`

@@ -30,7 +30,7 @@ var (
 
 // add reads one upstream payload of attempt. A new attempt starts over:
 // the answer the client gets is the last attempt's.
-func (a *fieldAcc) add(attempt int, route routeKind, p []byte) {
+func (a *fieldAcc) add(attempt int, d dialect, p []byte) {
 	if attempt != a.attempt {
 		*a = fieldAcc{attempt: attempt}
 	}
@@ -38,11 +38,17 @@ func (a *fieldAcc) add(attempt int, route routeKind, p []byte) {
 	if json.Unmarshal(p, &m) != nil || m == nil {
 		return
 	}
+	d.collect(a, m)
+}
+
+// addTop keeps m's top-level members; the one named concat is
+// concatenated across chunks, the others keep their last value.
+func (a *fieldAcc) addTop(m rawBody, concat string) {
 	for k, v := range m {
 		if ownTop[k] {
 			continue
 		}
-		if route == routeOllamaGenerate && k == "thinking" {
+		if concat != "" && k == concat {
 			a.top = mergeMember(a.top, k, v)
 			continue
 		}
@@ -51,22 +57,26 @@ func (a *fieldAcc) add(attempt int, route routeKind, p []byte) {
 		}
 		a.top[k] = v
 	}
-	var msg rawBody
-	if route.ndjson() {
-		msg = m.object("message")
-	} else {
-		var choices []rawBody
-		json.Unmarshal(m["choices"], &choices)
-		if len(choices) == 0 || choices[0] == nil {
-			return
-		}
-		for k, v := range choices[0] {
-			if !ownChoice[k] {
-				a.choice = mergeMember(a.choice, k, v)
-			}
-		}
-		msg = choices[0].object("delta")
+}
+
+// addChoice keeps the members of m's choices[0] beside its delta, and
+// returns the delta.
+func (a *fieldAcc) addChoice(m rawBody) (rawBody, bool) {
+	var choices []rawBody
+	json.Unmarshal(m["choices"], &choices)
+	if len(choices) == 0 || choices[0] == nil {
+		return nil, false
 	}
+	for k, v := range choices[0] {
+		if !ownChoice[k] {
+			a.choice = mergeMember(a.choice, k, v)
+		}
+	}
+	return choices[0].object("delta"), true
+}
+
+// addMsg keeps the members of a delta or message.
+func (a *fieldAcc) addMsg(msg rawBody) {
 	for k, v := range msg {
 		if !ownMsg[k] {
 			a.msg = mergeMember(a.msg, k, v)
@@ -116,24 +126,18 @@ func mergeJSON(old, v json.RawMessage) json.RawMessage {
 	return v
 }
 
-// apply adds the kept members to an assembled body: top-level members
-// the body lacks, and the choice's and message's extra members.
-func (a *fieldAcc) apply(route routeKind, body rawBody) {
+// applyTop adds the kept top-level members the body lacks.
+func (a *fieldAcc) applyTop(body rawBody) {
 	for k, v := range a.top {
 		if _, ok := body[k]; !ok {
 			body[k] = v
 		}
 	}
-	if route.ndjson() {
-		if len(a.msg) > 0 && route == routeOllamaChat {
-			msg := body.object("message")
-			for k, v := range a.msg {
-				msg[k] = v
-			}
-			body["message"] = msg.encode()
-		}
-		return
-	}
+}
+
+// applyChoice adds the kept members to the body's choices[0] and, when
+// msgKey names its message, the message's kept members to it.
+func (a *fieldAcc) applyChoice(body rawBody, msgKey string) {
 	var choices []rawBody
 	if json.Unmarshal(body["choices"], &choices) != nil || len(choices) == 0 {
 		return
@@ -142,14 +146,26 @@ func (a *fieldAcc) apply(route routeKind, body rawBody) {
 	for k, v := range a.choice {
 		c[k] = v
 	}
-	if route == routeChat && len(a.msg) > 0 {
-		msg := c.object("message")
+	if msgKey != "" && len(a.msg) > 0 {
+		msg := c.object(msgKey)
 		for k, v := range a.msg {
 			msg[k] = v
 		}
-		c["message"] = msg.encode()
+		c[msgKey] = msg.encode()
 	}
 	body.set("choices", choices)
+}
+
+// applyMessage adds the message's kept members to the body's message.
+func (a *fieldAcc) applyMessage(body rawBody) {
+	if len(a.msg) == 0 {
+		return
+	}
+	msg := body.object("message")
+	for k, v := range a.msg {
+		msg[k] = v
+	}
+	body["message"] = msg.encode()
 }
 
 // wholeToolCalls returns the assembled tool calls as a non-streaming

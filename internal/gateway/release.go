@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
-	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -33,7 +32,7 @@ func (x *exchange) release(rp int) {
 		pc := &x.pending[n]
 		if pc.end > rp {
 			if rp > x.sent && pc.start < rp {
-				x.scratch = x.route.synth(x.scratch[:0], &x.tpl, x.text[x.sent:rp])
+				x.scratch = x.route.appendChunk(x.scratch[:0], &x.tpl, x.text[x.sent:rp], "")
 				x.emit(x.scratch)
 				x.sent = rp
 			}
@@ -43,7 +42,7 @@ func (x *exchange) release(rp int) {
 		case pc.start >= x.sent:
 			x.emit(pc.raw)
 		case pc.end > x.sent:
-			x.scratch = x.route.synth(x.scratch[:0], &x.tpl, x.text[x.sent:pc.end])
+			x.scratch = x.route.appendChunk(x.scratch[:0], &x.tpl, x.text[x.sent:pc.end], "")
 			x.emit(x.scratch)
 		}
 		if pc.end > x.sent {
@@ -74,11 +73,7 @@ func (x *exchange) emit(p []byte) {
 		x.outBuf = outPool.Get().(*[]byte)
 		x.out = (*x.outBuf)[:0]
 	}
-	if x.route.ndjson() {
-		x.out = sse.AppendLine(x.out, p)
-	} else {
-		x.out = sse.AppendData(x.out, p)
-	}
+	x.out = x.route.frame(x.out, p)
 	if x.batch && len(x.out) >= maxBatchBytes {
 		x.flush()
 	}
@@ -103,13 +98,7 @@ func (x *exchange) recycle() {
 
 func (x *exchange) writeStreamHeader() {
 	h := x.w.Header()
-	if x.route.ndjson() {
-		h.Set("Content-Type", "application/x-ndjson")
-	} else {
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-	}
+	x.route.streamHeader(h)
 	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts}, ", "))
 	x.w.WriteHeader(http.StatusOK)
 	x.wroteHeader = true
@@ -146,9 +135,7 @@ func (x *exchange) pass(v validator.Verdict) {
 			}
 			x.emit(p)
 		}
-		if !x.route.ndjson() {
-			x.out = sse.AppendDone(x.out)
-		}
+		x.out = x.route.appendEnd(x.out)
 		setVerdictHeaders(x.w.Header(), m) // sent as trailers
 		x.flush()
 	} else {
@@ -187,49 +174,8 @@ func (x *exchange) body200() []byte {
 			}
 		}
 	}
-	fr := x.finish
-	if fr == "" {
-		fr = "stop"
-	}
-	text := string(x.text)
-	switch x.route {
-	case routeChat, routeCompletions:
-		delete(top, "choices")
-		top.set("id", x.tpl.id)
-		top.set("created", x.tpl.created)
-		top.set("model", x.tpl.model)
-		if x.tpl.fingerprint != "" {
-			top.set("system_fingerprint", x.tpl.fingerprint)
-		}
-		if x.route == routeChat {
-			msg := map[string]any{"role": "assistant", "content": text}
-			if len(x.tools.calls) > 0 {
-				msg["tool_calls"] = wholeToolCalls(x.tools.calls)
-				if text == "" {
-					msg["content"] = nil
-				}
-			}
-			top.set("object", "chat.completion")
-			top.set("choices", []any{map[string]any{"index": 0, "message": msg, "finish_reason": fr}})
-		} else {
-			top.set("object", "text_completion")
-			top.set("choices", []any{map[string]any{"index": 0, "text": text, "finish_reason": fr}})
-		}
-	case routeOllamaChat:
-		msg := map[string]any{"role": "assistant", "content": text}
-		if len(x.olTools) > 0 {
-			msg["tool_calls"] = x.olTools
-		}
-		top.set("model", x.tpl.model)
-		top.set("message", msg)
-		top.set("done", true)
-	default:
-		top.set("model", x.tpl.model)
-		top.set("response", text)
-		top.set("done", true)
-	}
-	x.acc.apply(x.route, top)
-	return top.encode()
+	return x.route.body(top, &output{text: string(x.text), finish: x.finish, tpl: &x.tpl,
+		tools: x.tools.calls, olTools: x.olTools, acc: &x.acc})
 }
 
 // halt stops the request with the verdict's error code: an HTTP error
@@ -248,24 +194,13 @@ func (x *exchange) halt(v validator.Verdict) {
 		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	switch {
 	case !x.stream || !x.wroteHeader && x.attempts == 0:
-		if x.route.ndjson() {
-			setVerdictHeaders(x.w.Header(), m)
-			writeJSON(x.w, status, map[string]any{"error": e.Code + ": " + msg, "aegis": m})
-		} else {
-			writeError(x.w, status, e, m)
-		}
+		x.writeError(status, e, m, true)
 	default:
 		if !x.wroteHeader {
 			x.writeStreamHeader()
 		}
-		if x.route.ndjson() {
-			b, _ := json.Marshal(map[string]any{"error": e.Code + ": " + msg, "aegis": m})
-			x.out = sse.AppendLine(x.out, b)
-		} else {
-			b, _ := json.Marshal(errorBody{Error: e, Aegis: m})
-			x.out = sse.AppendData(x.out, b)
-			x.out = sse.AppendDone(x.out)
-		}
+		b, _ := json.Marshal(x.route.errorBody(e, m, true))
+		x.out = x.route.appendEnd(x.route.frame(x.out, b))
 		setVerdictHeaders(x.w.Header(), m)
 		x.flush()
 		status = http.StatusOK
@@ -320,12 +255,7 @@ func (x *exchange) refused(res result) {
 	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: fmsg})
 	v.Action = validator.ActionHalt
 	m := x.meta(v)
-	if x.route.ndjson() {
-		setVerdictHeaders(x.w.Header(), m)
-		writeJSON(x.w, status, map[string]any{"error": msg, "aegis": m})
-	} else {
-		writeError(x.w, status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m)
-	}
+	x.writeError(status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m, false)
 	if status < 500 {
 		// The upstream judged the client's request bad: no halt of ours.
 		x.finished(events.OutcomeRejected, status)
@@ -334,6 +264,15 @@ func (x *exchange) refused(res result) {
 	x.publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
 		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
 	x.finished(events.OutcomeHalted, status)
+}
+
+// writeError answers with an error body in the client's dialect; m,
+// when set, is the verdict, also in the headers.
+func (x *exchange) writeError(status int, e apiError, m *meta, coded bool) {
+	if m != nil {
+		setVerdictHeaders(x.w.Header(), m)
+	}
+	writeJSON(x.w, status, x.route.errorBody(e, m, coded))
 }
 
 // eventText returns the attempt's output for an event when the policy

@@ -13,12 +13,7 @@ import (
 // did not stream.
 func (x *exchange) firstBody() []byte {
 	b := x.body.clone()
-	b.set("stream", true)
-	if !x.stream && !x.route.ndjson() {
-		so := b.object("stream_options")
-		so.set("include_usage", true)
-		b.set("stream_options", so)
-	}
+	x.route.streamBody(b, x.stream)
 	return b.encode()
 }
 
@@ -51,12 +46,7 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 	x.carryTokens()
 	b := x.body.clone()
 	x.shrinkBudget(b)
-	b.set("stream", true)
-	if !x.stream && !x.route.ndjson() {
-		so := b.object("stream_options")
-		so.set("include_usage", true)
-		b.set("stream_options", so)
-	}
+	x.route.streamBody(b, x.stream)
 	kind := x.up.Kind
 	note := correctionPrefix + findingMessage(v)
 	switch v.Reason {
@@ -68,64 +58,21 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 		}
 		note = correctionJSON + " " + note
 	case validator.ReasonRepetitionLoop:
-		antiRepeat(b, kind, x.route)
+		x.route.antiRepeat(b, kind)
 		note = correctionLoop
 	}
 	x.route.continueWith(b, note, string(x.text[:x.sent]))
 	return b.encode()
 }
 
-// constrainJSON asks the upstream for grammar-constrained JSON.
+// constrainJSON asks the upstream for grammar-constrained JSON: the
+// request's schema, else any JSON object.
 func (x *exchange) constrainJSON(b rawBody, kind upstream.Kind) {
 	var schema json.RawMessage
 	if rf := x.vreq.ResponseFormat; rf != nil && len(rf.Schema) > 0 {
 		schema = rf.Schema
 	}
-	if x.route.ndjson() {
-		if schema != nil {
-			b["format"] = schema
-		} else {
-			b.set("format", "json")
-		}
-		return
-	}
-	if x.route == routeCompletions {
-		if kind == upstream.KindLlamaServer {
-			if schema != nil {
-				b["json_schema"] = schema
-			} else {
-				b.set("json_schema", map[string]any{"type": "object"})
-			}
-		}
-		return
-	}
-	if schema != nil {
-		b.set("response_format", map[string]any{"type": "json_schema",
-			"json_schema": map[string]any{"name": "response", "schema": schema}})
-	} else {
-		b.set("response_format", map[string]any{"type": "json_object"})
-	}
-}
-
-// antiRepeat sets the sampling parameters that break loops.
-func antiRepeat(b rawBody, kind upstream.Kind, route routeKind) {
-	switch {
-	case route.ndjson():
-		o := b.object("options")
-		o.set("repeat_penalty", 1.3)
-		o.set("repeat_last_n", 256)
-		b.set("options", o)
-	case kind == upstream.KindLlamaServer:
-		b.set("dry_multiplier", 0.8)
-		b.set("dry_base", 1.75)
-		b.set("dry_allowed_length", 2)
-		b.set("dry_penalty_last_n", 256)
-		b.set("repeat_penalty", 1.15)
-		b.set("repeat_last_n", 256)
-	default:
-		b.set("frequency_penalty", 0.6)
-		b.set("presence_penalty", 0.3)
-	}
+	x.route.constrainJSON(b, kind, schema)
 }
 
 func findingMessage(v validator.Verdict) string {

@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
+	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+)
+
+// chatDialect is OpenAI's chat completions: POST /v1/chat/completions,
+// messages in, Server-Sent Events of chat.completion.chunk out.
+type chatDialect struct{ sseWire }
+
+func (chatDialect) decode(raw []byte, body rawBody) (request, error) { return decodeChat(raw) }
+
+// decodeChat reads a chat request (OpenAI's or Ollama's: both carry
+// messages).
+func decodeChat(raw []byte) (request, error) {
+	var cr openai.ChatRequest
+	if err := json.Unmarshal(raw, &cr); err != nil {
+		return request{}, fmt.Errorf("invalid chat request: %w", err)
+	}
+	if len(cr.Messages) == 0 {
+		return request{}, fmt.Errorf("messages must not be empty")
+	}
+	return request{model: cr.Model, vreq: cr.ValidatorRequest(), stream: cr.Stream}, nil
+}
+
+func (chatDialect) continueWith(b rawBody, note, prefix string) { continueMessages(b, note, prefix) }
+
+// continueMessages puts the note first as a system message and the
+// released text last as an assistant prefill.
+func continueMessages(b rawBody, note, prefix string) {
+	var msgs []json.RawMessage
+	json.Unmarshal(b["messages"], &msgs)
+	sys, _ := json.Marshal(map[string]string{"role": "system", "content": note})
+	msgs = append([]json.RawMessage{sys}, msgs...)
+	if prefix != "" {
+		pre, _ := json.Marshal(map[string]string{"role": "assistant", "content": prefix})
+		msgs = append(msgs, pre)
+	}
+	b.set("messages", msgs)
+}
+
+// constrainJSON: response_format json_schema, or json_object without a
+// schema; llama-server and OpenAI-compatible servers read both.
+func (chatDialect) constrainJSON(b rawBody, kind upstream.Kind, schema json.RawMessage) {
+	if schema != nil {
+		b.set("response_format", map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "response", "schema": schema}})
+	} else {
+		b.set("response_format", map[string]any{"type": "json_object"})
+	}
+}
+
+func (chatDialect) appendChunk(dst []byte, t *template, text []byte, finish string) []byte {
+	dst = append(dst, `{"choices":[{"delta":{`...)
+	if finish == "" {
+		dst = append(dst, `"content":`...)
+		dst = chunkscan.AppendQuoted(dst, text)
+	}
+	dst = append(dst, `},`...)
+	dst = appendFinishReason(dst, finish)
+	return appendIdentity(dst, t, "chat.completion.chunk", finish)
+}
+
+func (chatDialect) body(top rawBody, ans *output) []byte {
+	setIdentity(top, ans.tpl, "chat.completion")
+	msg := map[string]any{"role": "assistant", "content": ans.text}
+	if len(ans.tools) > 0 {
+		msg["tool_calls"] = wholeToolCalls(ans.tools)
+		if ans.text == "" {
+			msg["content"] = nil
+		}
+	}
+	top.set("choices", []any{map[string]any{"index": 0, "message": msg, "finish_reason": ans.finishReason()}})
+	ans.acc.applyTop(top)
+	ans.acc.applyChoice(top, "message")
+	return top.encode()
+}

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"encoding/json"
+
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
+)
+
+// ollamaChatDialect is Ollama's native chat: POST /api/chat, messages
+// in, newline-delimited JSON with a message per line out.
+type ollamaChatDialect struct{ ndjsonWire }
+
+func (ollamaChatDialect) decode(raw []byte, body rawBody) (request, error) {
+	r, err := decodeChat(raw)
+	if err != nil {
+		return r, err
+	}
+	return ollamaRequest(r, body)
+}
+
+// generates: a chat without messages is Ollama's idiom to load a model
+// (or, with keep_alive 0, unload it).
+func (ollamaChatDialect) generates(body rawBody) bool {
+	m, ok := body["messages"]
+	if !ok || string(m) == "null" || string(m) == "[]" {
+		return false
+	}
+	var msgs []json.RawMessage
+	return json.Unmarshal(m, &msgs) != nil || len(msgs) > 0
+}
+
+func (ollamaChatDialect) continueWith(b rawBody, note, prefix string) {
+	continueMessages(b, note, prefix)
+}
+
+func (ollamaChatDialect) appendChunk(dst []byte, t *template, text []byte, finish string) []byte {
+	dst = appendOllamaHead(dst, t, finish)
+	dst = append(dst, `,"message":{"content":`...)
+	dst = chunkscan.AppendQuoted(dst, text)
+	dst = append(dst, `,"role":"assistant"},"model":`...)
+	dst = chunkscan.AppendQuoted(dst, []byte(t.model))
+	return append(dst, '}')
+}
+
+func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
+	a.addTop(m, "")
+	a.addMsg(m.object("message"))
+}
+
+func (ollamaChatDialect) body(top rawBody, ans *output) []byte {
+	msg := map[string]any{"role": "assistant", "content": ans.text}
+	if len(ans.olTools) > 0 {
+		msg["tool_calls"] = ans.olTools
+	}
+	top.set("message", msg)
+	setOllamaDone(top, ans.tpl)
+	ans.acc.applyTop(top)
+	ans.acc.applyMessage(top)
+	return top.encode()
+}

@@ -1,0 +1,55 @@
+package gateway
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
+)
+
+// ollamaGenerateDialect is Ollama's native generate: POST /api/generate,
+// a prompt in, newline-delimited JSON with a response per line out.
+type ollamaGenerateDialect struct{ ndjsonWire }
+
+func (ollamaGenerateDialect) decode(raw []byte, body rawBody) (request, error) {
+	r, err := decodeCompletion(raw)
+	if err != nil {
+		return r, err
+	}
+	return ollamaRequest(r, body)
+}
+
+func (ollamaGenerateDialect) generates(rawBody) bool { return true }
+
+// continueWith: the note joins the system prompt, the released text ends
+// the prompt.
+func (ollamaGenerateDialect) continueWith(b rawBody, note, prefix string) {
+	var p, s string
+	json.Unmarshal(b["prompt"], &p)
+	json.Unmarshal(b["system"], &s)
+	b.set("prompt", p+prefix)
+	b.set("system", strings.TrimSpace(note+"\n"+s))
+}
+
+func (ollamaGenerateDialect) appendChunk(dst []byte, t *template, text []byte, finish string) []byte {
+	dst = appendOllamaHead(dst, t, finish)
+	dst = append(dst, `,"model":`...)
+	dst = chunkscan.AppendQuoted(dst, []byte(t.model))
+	dst = append(dst, `,"response":`...)
+	dst = chunkscan.AppendQuoted(dst, text)
+	return append(dst, '}')
+}
+
+// collect: generate streams its reasoning as top-level "thinking", one
+// piece per line.
+func (ollamaGenerateDialect) collect(a *fieldAcc, m rawBody) {
+	a.addTop(m, "thinking")
+	a.addMsg(m.object("message"))
+}
+
+func (ollamaGenerateDialect) body(top rawBody, ans *output) []byte {
+	top.set("response", ans.text)
+	setOllamaDone(top, ans.tpl)
+	ans.acc.applyTop(top)
+	return top.encode()
+}
