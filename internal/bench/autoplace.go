@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
 
@@ -21,8 +22,8 @@ import (
 type AutoOptions struct {
 	Binary  string
 	Model   string
-	Devices []supervisor.Device // candidates; the CPU is added when missing
-	Threads int                 // default: the physical cores
+	Devices []devices.Device // candidates; the CPU is added when missing
+	Threads int              // default: the physical cores
 	// CacheFile holds cached placements; "" means
 	// $XDG_CACHE_HOME/aegis/placement.json (~/.cache when unset).
 	CacheFile string
@@ -64,12 +65,14 @@ type Placement struct {
 	Cached     bool        `json:"-"`
 }
 
-// SupervisorDevice returns the placement as a supervisor chain link.
-func (p *Placement) SupervisorDevice() supervisor.Device {
+// Chosen returns the device the placement chose, with its environment.
+func (p *Placement) Chosen() devices.Device {
 	if p.Device == "CPU" {
-		return supervisor.Device{Name: "none"}
+		return devices.Named("none")
 	}
-	return supervisor.Device{Name: p.Device, Env: p.Env}
+	d := devices.Named(p.Device)
+	d.Env = p.Env
+	return d
 }
 
 // AutoPlace decides where the guard model runs: a short version of the
@@ -127,7 +130,7 @@ func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 		hasCPU = hasCPU || d.IsCPU()
 	}
 	if !hasCPU {
-		devs = append([]supervisor.Device{{Name: "none"}}, devs...)
+		devs = append([]devices.Device{{Name: "none"}}, devs...)
 	}
 	var cands []Candidate
 	for _, d := range devs {
@@ -185,10 +188,10 @@ func place(cands []Candidate) (*Placement, error) {
 	return p, nil
 }
 
-func measureCandidate(ctx context.Context, o AutoOptions, d supervisor.Device) Candidate {
+func measureCandidate(ctx context.Context, o AutoOptions, d devices.Device) Candidate {
 	c := Candidate{Device: d.Label(), Env: d.Env}
 	sup := supervisor.New(supervisor.Config{
-		Name: "autoplace-" + d.Label(), Binary: o.Binary, Model: o.Model, Chain: []supervisor.Device{d},
+		Name: "autoplace-" + d.Label(), Binary: o.Binary, Model: o.Model, Chain: []devices.Device{d},
 		NoCPUFallback: true, MaxRestarts: -1, CtxSize: 1024, Threads: o.Threads, StartTimeout: time.Minute,
 	})
 	defer func() {
@@ -255,7 +258,7 @@ func DefaultCacheFile() (string, error) {
 // placementKey hashes what a placement depends on: the model (its size
 // and its first and last 8 MiB, so multi-GB files hash fast), the
 // candidate devices with their environment, and the server version.
-func placementKey(model string, devs []supervisor.Device, version string) (string, error) {
+func placementKey(model string, devs []devices.Device, version string) (string, error) {
 	f, err := os.Open(model)
 	if err != nil {
 		return "", fmt.Errorf("bench: %w", err)

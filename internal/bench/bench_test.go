@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 func TestInterpret(t *testing.T) {
@@ -214,8 +214,8 @@ func TestPlacementCacheAndKey(t *testing.T) {
 	if err := os.WriteFile(model, bytes.Repeat([]byte("gguf"), 1000), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cpu := []supervisor.Device{{Name: "none"}}
-	vk := []supervisor.Device{{Name: "none"}, {Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}}
+	cpu := []devices.Device{{Name: "none"}}
+	vk := []devices.Device{{Name: "none"}, {Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}}
 	k1, err := placementKey(model, cpu, "b1")
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -277,7 +277,7 @@ func (r *runner) guardRows(ctx context.Context, rep *Report, main *endpoint) {
 		}
 		var ep *endpoint
 		if err == nil {
-			ep, err = r.open(ctx, supervisor.Device{Name: "none"}, o.URLs["CPU"])
+			ep, err = r.open(ctx, devices.Device{Name: "none"}, o.URLs["CPU"])
 		}
 		if err != nil {
 			ge.Error = err.Error()
@@ -290,7 +290,7 @@ func (r *runner) guardRows(ctx context.Context, rep *Report, main *endpoint) {
 	}
 	if o.Repairs > 0 {
 		if main == nil {
-			m, err := r.open(ctx, supervisor.Device{Name: "none"}, o.MainURL)
+			m, err := r.open(ctx, devices.Device{Name: "none"}, o.MainURL)
 			if err != nil {
 				rep.Repair = &Repair{Error: err.Error()}
 				return

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/gguf/synth"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
@@ -101,7 +101,7 @@ func TestEvalGuardOnTestbed(t *testing.T) {
 	// The guard prompts of the native protocols outgrow the shared
 	// server's 512-token slots: they get a server of their own.
 	r := &runner{o: Options{Binary: env.LlamaServer, Model: env.Model, CtxSize: 4096, Threads: 1}}
-	own, err := r.open(ctx, supervisor.Device{Name: "none"}, "")
+	own, err := r.open(ctx, devices.Device{Name: "none"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
@@ -127,7 +127,7 @@ func TestRunQuickTestbed(t *testing.T) {
 // with the test's own command line (not runLlamaBench's): one thread, the
 // device pinned, all layers on it, everything else at llama-bench's
 // defaults. It returns the samples (tok/s) of each test.
-func refLlamaBench(t *testing.T, ctx context.Context, binary, model string, d supervisor.Device, reps int, pp, tg string) map[string][]float64 {
+func refLlamaBench(t *testing.T, ctx context.Context, binary, model string, d devices.Device, reps int, pp, tg string) map[string][]float64 {
 	t.Helper()
 	args := []string{"-m", model, "-t", "1", "-p", pp, "-n", tg, "-r", strconv.Itoa(reps), "-o", "json"}
 	if d.IsCPU() {
@@ -191,7 +191,7 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 	// measure runs the bench on dev with the test's own llama-bench (-r 1)
 	// after each round, and returns the bench's report, its result for
 	// dev and the reference samples, round by round.
-	measure := func(dev supervisor.Device, o Options) (*Report, DeviceResult, map[string][]float64) {
+	measure := func(dev devices.Device, o Options) (*Report, DeviceResult, map[string][]float64) {
 		t.Helper()
 		pp := "0"
 		if len(o.PP) > 0 {
@@ -250,7 +250,7 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 		t.Logf("%s / llama-bench here: %.0f%% (fastest rounds), %.0f%% (medians)", what, 100*got.Max/r.Max, 100*got.Median/r.Median)
 	}
 
-	_, d, ref := measure(cpu, Options{Devices: []supervisor.Device{cpu}, PP: []int{512}, TG: []int{16, 64}, Reps: 5})
+	_, d, ref := measure(cpu, Options{Devices: []devices.Device{cpu}, PP: []int{512}, TG: []int{16, 64}, Reps: 5})
 	for _, k := range []string{"pp512", "tg16", "tg64"} {
 		positive("CPU "+k+" device speed", d.DeviceSpeed[k])
 		positive("CPU "+k+" served", d.Served[k])

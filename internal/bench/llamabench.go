@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 // LlamaBenchResult is one row of llama-bench -o json. Unknown fields are
@@ -72,7 +72,7 @@ func ParseLlamaBenchJSON(b []byte) ([]LlamaBenchResult, error) {
 // flash attention (auto), the same -p and -n sizes, all layers on the
 // device. Its tg tests decode from an empty context, as the server's
 // one-token-prompt requests do.
-func runLlamaBench(ctx context.Context, binary, model string, dev supervisor.Device, threads, reps int, pp, tg []int) ([]LlamaBenchResult, error) {
+func runLlamaBench(ctx context.Context, binary, model string, dev devices.Device, threads, reps int, pp, tg []int) ([]LlamaBenchResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	if len(pp) == 0 {

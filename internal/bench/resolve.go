@@ -8,19 +8,18 @@ import (
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
-	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
 
 // ResolveDevices turns device names ("CPU", "Vulkan0", "SYCL0") into
-// supervisor devices, checking them against what binary lists; each GPU's
-// memory budget is the free memory the binary reports. env is
+// devices, checking them against what binary lists; each GPU comes as
+// listed, so its free memory is the supervisor's budget. env is
 // added to every GPU device. A Vulkan device that only appears when
 // GGML_VK_VISIBLE_DEVICES names it (ggml hides CPU-type Vulkan devices
 // such as llvmpipe by default) gets that variable. Without a binary the
 // names are taken as given.
-func ResolveDevices(ctx context.Context, binary string, names []string, env []string) ([]supervisor.Device, error) {
-	var out []supervisor.Device
-	var listed []devices.RuntimeDevice
+func ResolveDevices(ctx context.Context, binary string, names []string, env []string) ([]devices.Device, error) {
+	var out []devices.Device
+	var listed []devices.Device
 	var listErr error
 	if binary != "" {
 		listed, listErr = devices.ListDevices(ctx, binary, env, 0)
@@ -30,9 +29,9 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 		if name == "" {
 			continue
 		}
-		d := supervisor.Device{Name: name}
+		d := devices.Named(name)
 		if d.IsCPU() {
-			out = append(out, supervisor.Device{Name: "none"})
+			out = append(out, devices.Named("none"))
 			continue
 		}
 		d.Env = slices.Clone(env)
@@ -41,8 +40,8 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 			continue
 		}
 		if l, ok := find(listed, name); ok {
-			d.BudgetMiB = l.Free // refuse what cannot fit in free device memory
-			out = append(out, d)
+			l.Env = d.Env // as listed: its free memory bounds what the supervisor starts
+			out = append(out, l)
 			continue
 		}
 		if n, ok := strings.CutPrefix(name, "Vulkan"); ok && !hasEnv(env, "GGML_VK_VISIBLE_DEVICES") {
@@ -50,8 +49,8 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 				e := append(slices.Clone(env), "GGML_VK_VISIBLE_DEVICES="+n)
 				if l, err := devices.ListDevices(ctx, binary, e, 0); err == nil {
 					if ld, ok := find(l, name); ok {
-						d.Env, d.BudgetMiB = e, ld.Free
-						out = append(out, d)
+						ld.Env = e
+						out = append(out, ld)
 						continue
 					}
 				}
@@ -69,13 +68,13 @@ func ResolveDevices(ctx context.Context, binary string, names []string, env []st
 	return out, nil
 }
 
-func find(l []devices.RuntimeDevice, name string) (devices.RuntimeDevice, bool) {
+func find(l []devices.Device, name string) (devices.Device, bool) {
 	for _, d := range l {
 		if d.Name == name {
 			return d, true
 		}
 	}
-	return devices.RuntimeDevice{}, false
+	return devices.Device{}, false
 }
 
 func hasEnv(env []string, key string) bool {
@@ -90,14 +89,15 @@ func hasEnv(env []string, key string) bool {
 // Candidates lists the devices AutoPlace should try for `--guard-device
 // auto`: the CPU and every device binary lists with env (software
 // devices included: the measurement, not the class, rules them out).
-func Candidates(ctx context.Context, binary string, env []string) ([]supervisor.Device, error) {
+func Candidates(ctx context.Context, binary string, env []string) ([]devices.Device, error) {
 	listed, err := devices.ListDevices(ctx, binary, env, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := []supervisor.Device{{Name: "none"}}
+	out := []devices.Device{devices.Named("none")}
 	for _, d := range listed {
-		out = append(out, supervisor.Device{Name: d.Name, Env: slices.Clone(env), BudgetMiB: d.Free})
+		d.Env = slices.Clone(env)
+		out = append(out, d)
 	}
 	return out, nil
 }

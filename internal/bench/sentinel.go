@@ -58,7 +58,7 @@ type Options struct {
 	Binary     string // llama-server; needed unless every device has a URL
 	LlamaBench string // measures the devices' own speeds; "" puts the servers' timings in their place
 	Model      string // GGUF path
-	Devices    []supervisor.Device
+	Devices    []devices.Device
 	// URLs benchmarks already running servers instead of starting them,
 	// keyed by device label ("CPU", "Vulkan0"). Failure-path runs need
 	// own servers and are skipped for URL devices.
@@ -131,7 +131,7 @@ func (o *Options) defaults() {
 		hasCPU = hasCPU || d.IsCPU()
 	}
 	if !hasCPU { // the CPU is the baseline every ratio needs
-		o.Devices = append([]supervisor.Device{{Name: "none"}}, o.Devices...)
+		o.Devices = append([]devices.Device{{Name: "none"}}, o.Devices...)
 	}
 }
 
@@ -296,7 +296,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// The main model for the interference test.
 	var main *endpoint
 	if !o.NoInterference {
-		m, err := r.open(ctx, supervisor.Device{Name: "none"}, o.MainURL)
+		m, err := r.open(ctx, devices.Device{Name: "none"}, o.MainURL)
 		if err != nil {
 			return nil, fmt.Errorf("bench: main model server: %w", err)
 		}
@@ -385,7 +385,7 @@ func (e *endpoint) close() {
 	}
 }
 
-func (r *runner) open(ctx context.Context, d supervisor.Device, url string) (*endpoint, error) {
+func (r *runner) open(ctx context.Context, d devices.Device, url string) (*endpoint, error) {
 	if url != "" {
 		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: &http.Client{Timeout: 2 * time.Minute}, proto: r.proto}, url: url}, nil
 	}
@@ -393,7 +393,7 @@ func (r *runner) open(ctx context.Context, d supervisor.Device, url string) (*en
 		return nil, errors.New("no --llama-server and no --url for this device")
 	}
 	sup := supervisor.New(supervisor.Config{
-		Name: "bench-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model, Chain: []supervisor.Device{d},
+		Name: "bench-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model, Chain: []devices.Device{d},
 		NoCPUFallback: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads, HealthInterval: 200 * time.Millisecond,
 		BackoffBase: 100 * time.Millisecond, StartTimeout: 2 * time.Minute,
 	})
@@ -419,8 +419,8 @@ func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error)
 	return summarize(v).Median, nil
 }
 
-func (r *runner) device(ctx context.Context, d supervisor.Device, main *endpoint, mainAlone float64) DeviceResult {
-	res := DeviceResult{Device: d.Label(), Backend: string(d.Backend()), Source: "own server",
+func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, mainAlone float64) DeviceResult {
+	res := DeviceResult{Device: d.Label(), Backend: string(devices.BackendOf(d.Name)), Source: "own server",
 		DeviceSpeed: map[string]Stat{}, Served: map[string]Stat{}}
 	url := r.o.URLs[d.Label()]
 	if url != "" {
@@ -643,10 +643,10 @@ func (r *runner) withBusyGuard(ctx context.Context, ep *endpoint, f func() (floa
 // returns the time from the kill to the next good verdict (served by the
 // standby, through the supervisor's failover client), the time until the
 // device itself serves again, and how many requests failed.
-func (r *runner) failurePath(ctx context.Context, d supervisor.Device) (fallbackMS, restartMS float64, lost int, err error) {
+func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS, restartMS float64, lost int, err error) {
 	sup := supervisor.New(supervisor.Config{
 		Name: "bench-failure-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model,
-		Chain: []supervisor.Device{d, {Name: "none"}}, HotStandby: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads,
+		Chain: []devices.Device{d, {Name: "none"}}, HotStandby: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads,
 		HealthInterval: 200 * time.Millisecond, BackoffBase: 100 * time.Millisecond, StartTimeout: 2 * time.Minute,
 	})
 	defer func() {

@@ -44,9 +44,9 @@ type planReport struct {
 	ComputeBytes    uint64   `json:"compute_bytes,omitempty"`
 	MTP             *mtpInfo `json:"mtp,omitempty"`
 
-	Devices     []placement.Device `json:"devices,omitempty"`
-	DeviceNotes []string           `json:"device_notes,omitempty"`
-	Guard       *placement.Guard   `json:"guard,omitempty"`
+	Devices     planDevices      `json:"devices,omitempty"`
+	DeviceNotes []string         `json:"device_notes,omitempty"`
+	Guard       *placement.Guard `json:"guard,omitempty"`
 	*placement.Plan
 
 	GuardBudget     uint64        `json:"guard_budget_bytes,omitempty"`
@@ -150,7 +150,7 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 	if len(args) == 0 {
 		return rep, nil
 	}
-	devs := make([]placement.Device, 0, len(f.devices))
+	devs := make([]devices.Device, 0, len(f.devices))
 	for _, s := range f.devices {
 		d, err := placement.ParseDevice(s)
 		if err != nil {
@@ -283,7 +283,7 @@ func writePlan(w io.Writer, r *planReport) {
 			row("devices", n)
 		}
 		for _, d := range r.Devices {
-			row("  "+d.Name, fmt.Sprintf("%s, %s", d.Kind, humanize.IBytes(d.Memory)))
+			row("  "+d.Name, fmt.Sprintf("%s, %s", d.Kind, humanize.IBytes(d.MemoryBytes())))
 		}
 		row("placement", fmt.Sprintf("%s on %s, %s needed", r.Strategy, orNone(r.Device), humanize.IBytes(r.NeedBytes)))
 		tw.Flush()
@@ -322,29 +322,43 @@ func orNone(s string) string {
 	return s
 }
 
+// planDevices are the devices a plan was made for; the report shows what
+// placement used of each.
+type planDevices []devices.Device
+
+// MarshalJSON writes each device's name, kind, the memory placement
+// filled and its bandwidth.
+func (p planDevices) MarshalJSON() ([]byte, error) {
+	type shown struct {
+		Name      string       `json:"name"`
+		Kind      devices.Kind `json:"kind"`
+		Memory    uint64       `json:"memory_bytes"`
+		Bandwidth float64      `json:"bandwidth_bytes_per_s,omitempty"`
+	}
+	out := make([]shown, len(p))
+	for i, d := range p {
+		out[i] = shown{d.Name, d.Kind, d.MemoryBytes(), d.Bandwidth}
+	}
+	return json.Marshal(out)
+}
+
 // discoverDevices turns `aegis devices` discovery into placement devices:
 // the CPU with its RAM, and each device llama-server lists under the name
 // -dev takes. Software rasterizers (llvmpipe) and unknown kinds are left
 // out: placing a model there is never advice (testbed: llvmpipe decoded at
 // 109 vs about 2,400 tok/s on the CPU).
-func discoverDevices(ctx context.Context, server string, env []string) ([]placement.Device, []string, error) {
+func discoverDevices(ctx context.Context, server string, env []string) ([]devices.Device, []string, error) {
 	r, err := devices.Discover(ctx, devices.Options{LlamaServer: server, Env: env})
 	if err != nil {
 		return nil, nil, fmt.Errorf("plan: discovering devices: %w", err)
 	}
-	var out []placement.Device
+	var out []devices.Device
 	var notes []string
 	if r.CPU.MemTotal > 0 {
-		out = append(out, placement.Device{Name: "CPU", Kind: placement.CPU, Memory: uint64(r.CPU.MemTotal) << 20})
+		out = append(out, devices.Device{Name: "CPU", Backend: devices.BackendCPU, Kind: devices.KindCPU, Total: r.CPU.MemTotal})
 	}
 	for _, d := range r.Runtime {
-		var k placement.Kind
-		switch d.Kind {
-		case devices.KindDiscreteGPU:
-			k = placement.DGPU
-		case devices.KindIntegratedGPU:
-			k = placement.IGPU
-		default:
+		if d.Kind != devices.KindDiscreteGPU && d.Kind != devices.KindIntegratedGPU {
 			notes = append(notes, fmt.Sprintf("%s (%s, %s) left out", d.Name, d.Description, d.Kind))
 			continue
 		}
@@ -352,7 +366,7 @@ func discoverDevices(ctx context.Context, server string, env []string) ([]placem
 			notes = append(notes, fmt.Sprintf("%s reports no memory; left out", d.Name))
 			continue
 		}
-		out = append(out, placement.Device{Name: d.Name, Kind: k, Memory: uint64(d.Total) << 20})
+		out = append(out, d)
 	}
 	if r.RuntimeErr != "" {
 		notes = append(notes, "llama-server --list-devices: "+r.RuntimeErr)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/bench"
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/policy"
@@ -76,7 +77,7 @@ func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus
 	if err != nil {
 		return nil, fmt.Errorf("guard server: %w (set --guard-llama-server)", err)
 	}
-	var dev supervisor.Device
+	var dev devices.Device
 	switch d := gc.Device; {
 	case d == "" || strings.EqualFold(d, "auto"):
 		cands, err := bench.Candidates(ctx, path, gc.Env)
@@ -87,7 +88,7 @@ func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus
 		if err != nil {
 			return nil, fmt.Errorf("guard server: placing the guard: %w", err)
 		}
-		dev = p.SupervisorDevice()
+		dev = p.Chosen()
 		log.Info(fmt.Sprintf("guard device: %s (%s; ratio %.2fx vs CPU%s)", p.Device, p.Reason, p.Ratio, map[bool]string{true: ", cached", false: ""}[p.Cached]))
 	default:
 		devs, err := bench.ResolveDevices(ctx, path, []string{d}, gc.Env)
@@ -97,7 +98,7 @@ func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus
 		dev = devs[0]
 	}
 	sup := supervisor.New(supervisor.Config{
-		Binary: path, Model: gc.Model, Chain: []supervisor.Device{dev},
+		Binary: path, Model: gc.Model, Chain: []devices.Device{dev},
 		HotStandby: !dev.IsCPU(), // a warm CPU spare: the next verdict comes from it if the device fails
 		Bus:        bus,
 	})

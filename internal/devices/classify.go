@@ -189,10 +189,10 @@ func classifyDescription(desc string) string {
 	return ClassUnknown
 }
 
-// backendOf returns the backend a llama.cpp device name belongs to:
+// BackendOf returns the backend a llama.cpp device name belongs to:
 // "CUDA0" → CUDA, "ROCm1" → ROCm, "Vulkan0" → Vulkan, "SYCL0" → SYCL,
 // "Metal"/"MTL0" → Metal.
-func backendOf(name string) Backend {
+func BackendOf(name string) Backend {
 	n := strings.ToLower(name)
 	switch {
 	case strings.HasPrefix(n, "cuda"):

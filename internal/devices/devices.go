@@ -26,16 +26,17 @@ import (
 	"github.com/jaypipes/pcidb"
 )
 
-// Kind says what sort of device a Device is.
+// Kind says what sort of device a Device is. The zero Kind is
+// KindUnknown, so a Device named by hand is never taken for a CPU.
 type Kind int
 
 // Device kinds.
 const (
-	KindCPU Kind = iota
+	KindUnknown Kind = iota
+	KindCPU
 	KindIntegratedGPU
 	KindDiscreteGPU
 	KindSoftware // a software rasterizer that poses as a GPU (llvmpipe)
-	KindUnknown
 )
 
 func (k Kind) String() string {
@@ -58,7 +59,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 // UnmarshalText decodes a kind name; unknown names give KindUnknown.
 func (k *Kind) UnmarshalText(b []byte) error {
 	*k = KindUnknown
-	for c := KindCPU; c < KindUnknown; c++ {
+	for c := KindCPU; c <= KindSoftware; c++ {
 		if c.String() == string(b) {
 			*k = c
 		}
@@ -94,25 +95,72 @@ type GPU struct {
 	NameSource string `json:"name_source"` // "table", "pci.ids" or "ids"
 }
 
-// RuntimeDevice is one device a llama-server binary lists with
-// --list-devices: the name to pass to -dev and what the backend reports.
-type RuntimeDevice struct {
-	Name        string  `json:"name"` // "Vulkan0", "CUDA0", "SYCL0"
-	Description string  `json:"description"`
+// Device is one place llama-server can run a model, and the only device
+// type of Aegis: what `llama-server --list-devices` reports about it, what
+// placement reasons about, and how a server is pinned to it. The name is
+// the one -dev takes ("Vulkan0", "CUDA0", "SYCL0"); "CPU" or "none" is
+// the CPU backend.
+type Device struct {
+	Name        string  `json:"name"`
+	Description string  `json:"description,omitempty"`
 	Backend     Backend `json:"backend"`
 	Total       int64   `json:"total_mib"`
-	Free        int64   `json:"free_mib"`
+	Free        int64   `json:"free_mib"` // also the budget: a server whose estimate is larger is not started
 	Kind        Kind    `json:"kind"`
-	Class       Class   `json:"class"`
+	Class       Class   `json:"class,omitzero"`
+
+	// Memory is what placement may fill, in bytes; 0 means Total.
+	Memory uint64 `json:"memory_bytes,omitempty"`
+	// Bandwidth is the effective decode bandwidth in bytes per second;
+	// 0 means the default for the kind.
+	Bandwidth float64 `json:"bandwidth_bytes_per_s,omitempty"`
+
+	// Env is added to a server's environment on this device, e.g.
+	// GGML_VK_VISIBLE_DEVICES=0 to expose a CPU-type Vulkan device.
+	Env []string `json:"env,omitempty"`
+	// Args are extra server arguments for this device only.
+	Args []string `json:"args,omitempty"`
+}
+
+// Named returns the device called name, its backend and (for the CPU)
+// its kind taken from the name.
+func Named(name string) Device {
+	d := Device{Name: name, Backend: BackendOf(name)}
+	if d.IsCPU() {
+		d.Kind = KindCPU
+	}
+	return d
+}
+
+// IsCPU reports whether d is the CPU backend ("none" or "CPU").
+func (d Device) IsCPU() bool {
+	n := strings.ToLower(d.Name)
+	return n == "none" || n == "cpu"
+}
+
+// Label is the device's display name ("CPU" for the CPU backend).
+func (d Device) Label() string {
+	if d.IsCPU() {
+		return "CPU"
+	}
+	return d.Name
+}
+
+// MemoryBytes is the memory placement may fill: Memory, else Total.
+func (d Device) MemoryBytes() uint64 {
+	if d.Memory > 0 {
+		return d.Memory
+	}
+	return uint64(max(d.Total, 0)) << 20
 }
 
 // Report is everything Discover found.
 type Report struct {
-	CPU         CPU             `json:"cpu"`
-	GPUs        []GPU           `json:"gpus"`
-	LlamaServer string          `json:"llama_server,omitempty"`
-	Runtime     []RuntimeDevice `json:"runtime_devices,omitempty"`
-	RuntimeErr  string          `json:"runtime_error,omitempty"`
+	CPU         CPU      `json:"cpu"`
+	GPUs        []GPU    `json:"gpus"`
+	LlamaServer string   `json:"llama_server,omitempty"`
+	Runtime     []Device `json:"runtime_devices,omitempty"`
+	RuntimeErr  string   `json:"runtime_error,omitempty"`
 }
 
 // Options configure Discover. The zero value reads the real machine and
@@ -439,7 +487,7 @@ func vendorName(v uint16) string {
 // ListDevices runs `llama-server --list-devices` with a timeout and parses
 // its stdout. Noise from backend initialisation goes to stderr and is only
 // quoted in the error when the run fails.
-func ListDevices(ctx context.Context, binary string, env []string, timeout time.Duration) ([]RuntimeDevice, error) {
+func ListDevices(ctx context.Context, binary string, env []string, timeout time.Duration) ([]Device, error) {
 	if timeout <= 0 {
 		timeout = 20 * time.Second
 	}
@@ -479,8 +527,8 @@ var ErrNoHeader = errors.New(`no "Available devices:" line`)
 // Lines before the header (ggml init noise when stderr is merged) are
 // ignored, "(none)" means an empty list, and a device line whose memory
 // part is missing is kept with zero sizes.
-func ParseListDevices(b []byte) ([]RuntimeDevice, error) {
-	var devs []RuntimeDevice
+func ParseListDevices(b []byte) ([]Device, error) {
+	var devs []Device
 	seen := false
 	for line := range strings.SplitSeq(string(b), "\n") {
 		line = strings.TrimRight(line, "\r")
@@ -504,7 +552,7 @@ func ParseListDevices(b []byte) ([]RuntimeDevice, error) {
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
 			continue
 		}
-		d := RuntimeDevice{Name: name, Description: rest, Backend: backendOf(name)}
+		d := Device{Name: name, Description: rest, Backend: BackendOf(name)}
 		if i := strings.LastIndex(rest, " ("); i >= 0 && strings.HasSuffix(rest, ")") {
 			var total, free int64
 			if n, _ := fmt.Sscanf(rest[i:], " (%d MiB, %d MiB free)", &total, &free); n == 2 {
@@ -520,7 +568,7 @@ func ParseListDevices(b []byte) ([]RuntimeDevice, error) {
 	return devs, nil
 }
 
-func classifyRuntime(d *RuntimeDevice) {
+func classifyRuntime(d *Device) {
 	label := classifyDescription(d.Description)
 	d.Class = ClassByLabel(label)
 	switch label {

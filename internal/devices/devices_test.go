@@ -271,3 +271,40 @@ echo "  Vulkan0: $DEVNAME (8000 MiB, 7000 MiB free)"`)
 		t.Errorf("failure error %v should quote stderr", err)
 	}
 }
+
+func TestNamedDevice(t *testing.T) {
+	cases := []struct {
+		name    string
+		backend Backend
+		kind    Kind
+		cpu     bool
+		label   string
+	}{
+		{"CPU", BackendCPU, KindCPU, true, "CPU"},
+		{"none", BackendCPU, KindCPU, true, "CPU"},
+		{"Vulkan0", BackendVulkan, KindUnknown, false, "Vulkan0"},
+		{"CUDA1", BackendCUDA, KindUnknown, false, "CUDA1"},
+		{"SYCL0", BackendSYCL, KindUnknown, false, "SYCL0"},
+		{"ROCm0", BackendROCm, KindUnknown, false, "ROCm0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Named(tc.name)
+			if d.Backend != tc.backend || d.Kind != tc.kind || d.IsCPU() != tc.cpu || d.Label() != tc.label {
+				t.Errorf("got %+v (cpu %v, label %s)", d, d.IsCPU(), d.Label())
+			}
+		})
+	}
+}
+
+func TestMemoryBytes(t *testing.T) {
+	if got := (Device{Total: 8}).MemoryBytes(); got != 8<<20 {
+		t.Errorf("from Total: %d", got)
+	}
+	if got := (Device{Total: 8, Memory: 24e9}).MemoryBytes(); got != 24e9 {
+		t.Errorf("Memory wins: %d", got)
+	}
+	if got := (Device{Total: -1}).MemoryBytes(); got != 0 {
+		t.Errorf("negative Total: %d", got)
+	}
+}

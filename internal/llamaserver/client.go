@@ -1,6 +1,12 @@
-// Package llamaserver is the HTTP client every part of Aegis that talks
-// to llama-server shares (guard workers, the guard check, sweeps, the
-// testbed helpers), so the one thing llama-server needs from a client is
+// Package llamaserver holds what every part of Aegis that runs or calls
+// llama-server shares. Launch builds the one llama-server command line
+// for a model on a device (the device pin and the backend's recipe), and
+// ExecStarter and Stop run and stop it as a process group; the guard
+// supervisor and the sweep both start their servers this way.
+//
+// The HTTP client is shared by everything that talks to llama-server
+// (guard workers, the guard check, sweeps, the testbed helpers), so the
+// one thing llama-server needs from a client is
 // done in one place: llama-server closes kept-alive connections after 5 s
 // idle (Keep-Alive: timeout=5, max=100), so a client must not keep them
 // longer, and must send a POST again when it met a connection the server

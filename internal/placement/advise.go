@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 // Margin is kept free on every device, as llama-server's -fit does
@@ -23,19 +25,19 @@ func Advise(r Request) Plan {
 	// A separate MTP head must sit on the model's backend (FindingMTPSeparate),
 	// so its weights count towards the model's memory.
 	p := Plan{MarginBytes: Margin, NeedBytes: m.WeightsBytes + m.MTPSiblingBytes + r.KVBytes + r.ComputeBytes}
-	var dgpus, igpus []Device
-	cpu := Device{Name: "CPU", Kind: CPU} // Memory 0: unknown, assumed large enough
+	var dgpus, igpus []devices.Device
+	cpu := devices.Device{Name: "CPU", Kind: devices.KindCPU} // Memory 0: unknown, assumed large enough
 	for _, d := range r.Devices {
 		switch d.Kind {
-		case DGPU:
+		case devices.KindDiscreteGPU:
 			dgpus = append(dgpus, d)
-		case IGPU:
+		case devices.KindIntegratedGPU:
 			igpus = append(igpus, d)
-		case CPU:
+		case devices.KindCPU:
 			cpu = d
 		}
 	}
-	sort.SliceStable(dgpus, func(i, j int) bool { return dgpus[i].Memory > dgpus[j].Memory })
+	sort.SliceStable(dgpus, func(i, j int) bool { return dgpus[i].MemoryBytes() > dgpus[j].MemoryBytes() })
 
 	if len(dgpus) > 0 {
 		adviseGPU(&p, r, dgpus[0], cpu, igpus)
@@ -43,7 +45,7 @@ func Advise(r Request) Plan {
 	if len(dgpus) == 0 || p.Strategy == NoFit {
 		adviseCPU(&p, r, cpu, igpus)
 	}
-	if cpu.Memory == 0 {
+	if cpu.MemoryBytes() == 0 {
 		p.add(Recommendation{ID: "host-memory-unknown", Severity: Info, Finding: FindingFitMargin,
 			Text: "No CPU device was given, so host memory is assumed to hold whatever spills; pass --device CPU:SIZE to check it."})
 	}
@@ -56,15 +58,15 @@ func Advise(r Request) Plan {
 
 // adviseGPU places the model on the largest discrete GPU g, spilling to
 // the CPU when it does not fit.
-func adviseGPU(p *Plan, r Request, g, cpu Device, igpus []Device) {
+func adviseGPU(p *Plan, r Request, g, cpu devices.Device, igpus []devices.Device) {
 	m := r.Model
 	p.Device = g.Name
-	if p.NeedBytes+Margin <= g.Memory {
+	if p.NeedBytes+Margin <= g.MemoryBytes() {
 		// Whole model with a 1 GiB margin (FindingFitMargin).
 		p.Strategy, p.GPULayers, p.GPUBytes = Whole, m.Layers+1, p.NeedBytes
 		p.add(Recommendation{ID: "whole-model", Severity: Info, Finding: FindingFitMargin,
 			Text: fmt.Sprintf("The whole model fits on %s: %s needed of %s, leaving at least the 1 GiB margin. Offload all layers.",
-				g.Name, size(p.NeedBytes), size(g.Memory)),
+				g.Name, size(p.NeedBytes), size(g.MemoryBytes())),
 			Flags: []string{"-dev " + g.Name, "-ngl " + strconv.FormatUint(m.Layers+1, 10)}})
 		return
 	}
@@ -94,23 +96,23 @@ func adviseGPU(p *Plan, r Request, g, cpu Device, igpus []Device) {
 		p.CPUBytes = p.NeedBytes - gpuBytes
 		p.Slowdown = slowdown(r, g, cpu, onGPUFromEnd(m.Layers, n), false)
 	}
-	if cpu.Memory > 0 && p.CPUBytes+Margin > cpu.Memory {
+	if cpu.MemoryBytes() > 0 && p.CPUBytes+Margin > cpu.MemoryBytes() {
 		p.add(Recommendation{ID: "spill-does-not-fit", Severity: Error, Finding: FindingFitMargin,
 			Text: fmt.Sprintf("The %s that overflow %s do not fit in %s of host memory either; use a smaller quantization or context.",
-				size(p.CPUBytes), g.Name, size(cpu.Memory))})
+				size(p.CPUBytes), g.Name, size(cpu.MemoryBytes()))})
 	}
 	switch p.Strategy {
 	case SpillExpert:
 		p.add(Recommendation{ID: "spill-experts-to-cpu", Severity: Warning, Finding: FindingSpillToCPU,
 			Text: fmt.Sprintf("The model needs %s but %s has %s: keep the experts of the first %d layers on the CPU "+
 				"(%s spilled) and everything else on %s. Expected decode slowdown vs. all on %s: %.1fx.",
-				size(p.NeedBytes), g.Name, size(g.Memory), p.CPUMoELayers, size(p.CPUBytes), g.Name, g.Name, p.Slowdown),
+				size(p.NeedBytes), g.Name, size(g.MemoryBytes()), p.CPUMoELayers, size(p.CPUBytes), g.Name, g.Name, p.Slowdown),
 			Flags: []string{"-ngl " + strconv.FormatUint(p.GPULayers, 10), "--n-cpu-moe " + strconv.FormatUint(p.CPUMoELayers, 10)}})
 	case SpillLayers:
 		p.add(Recommendation{ID: "spill-layers-to-cpu", Severity: Warning, Finding: FindingSpillToCPU,
 			Text: fmt.Sprintf("The model needs %s but %s has %s: offload the last %d of %d layers to %s and keep the rest "+
 				"(%s) on the CPU. Expected decode slowdown vs. all on %s: %.1fx.",
-				size(p.NeedBytes), g.Name, size(g.Memory), p.GPULayers, m.Layers, g.Name, size(p.CPUBytes), g.Name, p.Slowdown),
+				size(p.NeedBytes), g.Name, size(g.MemoryBytes()), p.GPULayers, m.Layers, g.Name, size(p.CPUBytes), g.Name, p.Slowdown),
 			Flags: []string{"-ngl " + strconv.FormatUint(p.GPULayers, 10)}})
 	}
 	// A layer split is sequential (FindingLayerSplitSequential): the same
@@ -123,8 +125,8 @@ func adviseGPU(p *Plan, r Request, g, cpu Device, igpus []Device) {
 		p.IGPUSlowdown = slowdown(r, g, ig, onGPUFromEnd(m.Layers, n), false)
 		frac := float64(m.Layers-n) / float64(max(m.Layers, 1))
 		fit := ""
-		if igBytes+Margin > ig.Memory {
-			fit = fmt.Sprintf(" It would not even fit: %s needed on %s, %s available.", size(igBytes), ig.Name, size(ig.Memory))
+		if igBytes+Margin > ig.MemoryBytes() {
+			fit = fmt.Sprintf(" It would not even fit: %s needed on %s, %s available.", size(igBytes), ig.Name, size(ig.MemoryBytes()))
 		}
 		ts := fmt.Sprintf("-dev %s,%s -sm layer -ngl %d -ts %d,%d", g.Name, ig.Name, m.Layers+1, n, m.Layers-n)
 		p.add(Recommendation{ID: "no-spill-to-igpu", Severity: Warning, Finding: FindingLayerSplitSequential,
@@ -144,21 +146,21 @@ func adviseGPU(p *Plan, r Request, g, cpu Device, igpus []Device) {
 
 // adviseCPU places the model on the CPU (no discrete GPU, or none big
 // enough for even one layer).
-func adviseCPU(p *Plan, r Request, cpu Device, igpus []Device) {
+func adviseCPU(p *Plan, r Request, cpu devices.Device, igpus []devices.Device) {
 	p.GPULayers, p.GPUBytes, p.CPUMoELayers, p.Slowdown = 0, 0, 0, 0
-	if cpu.Memory > 0 && p.NeedBytes+Margin > cpu.Memory {
+	if cpu.MemoryBytes() > 0 && p.NeedBytes+Margin > cpu.MemoryBytes() {
 		p.Strategy, p.Device = NoFit, ""
 		p.add(Recommendation{ID: "does-not-fit", Severity: Error, Finding: FindingFitMargin,
 			Text: fmt.Sprintf("The model needs %s (weights, KV cache, compute) plus the 1 GiB margin; no device given has that much "+
 				"(host memory %s). Use a smaller quantization, a smaller context or a q8_0/q4_0 KV cache.",
-				size(p.NeedBytes), size(cpu.Memory))})
+				size(p.NeedBytes), size(cpu.MemoryBytes()))})
 		return
 	}
 	// -dev none keeps llama-server off any visible Vulkan device (FindingDevNone).
 	p.Strategy, p.Device, p.CPUBytes = CPUOnly, "CPU", p.NeedBytes
 	text := fmt.Sprintf("Run on the CPU with -dev none: %s needed", size(p.NeedBytes))
-	if cpu.Memory > 0 {
-		text += " of " + size(cpu.Memory)
+	if cpu.MemoryBytes() > 0 {
+		text += " of " + size(cpu.MemoryBytes())
 	}
 	text += ". Without -dev none llama-server may put the model on a visible Vulkan device."
 	p.add(Recommendation{ID: "cpu-only", Severity: Info, Finding: FindingDevNone, Text: text, Flags: []string{"-dev none"}})
@@ -173,11 +175,11 @@ func adviseCPU(p *Plan, r Request, cpu Device, igpus []Device) {
 }
 
 // flagRules adds the flags that are inert or abort for this model and box.
-func flagRules(p *Plan, r Request, dgpus, igpus []Device) {
+func flagRules(p *Plan, r Request, dgpus, igpus []devices.Device) {
 	m := r.Model
 	backends := map[string]bool{}
-	for _, d := range append(append([]Device{}, dgpus...), igpus...) {
-		backends[d.Backend()] = true
+	for _, d := range append(append([]devices.Device{}, dgpus...), igpus...) {
+		backends[string(devices.BackendOf(d.Name))] = true
 	}
 	if len(backends) > 1 {
 		names := make([]string, 0, len(backends))
@@ -241,29 +243,29 @@ func flagRules(p *Plan, r Request, dgpus, igpus []Device) {
 // placeGuard finds a device for the guard beside the main model: another
 // discrete GPU, the iGPU, then the CPU; the main GPU only as a last resort
 // (FindingGuardOffMainGPU).
-func placeGuard(p *Plan, r Request, dgpus, igpus []Device, cpu Device) {
+func placeGuard(p *Plan, r Request, dgpus, igpus []devices.Device, cpu devices.Device) {
 	if r.Guard == nil {
 		return
 	}
 	g := r.Guard
 	type cand struct {
-		d    Device
+		d    devices.Device
 		free int64
 	}
 	var cands []cand
 	for i, d := range dgpus {
 		if i > 0 {
-			cands = append(cands, cand{d, int64(d.Memory) - Margin})
+			cands = append(cands, cand{d, int64(d.MemoryBytes()) - Margin})
 		}
 	}
 	cpuFree := int64(1) << 62 // unknown host memory: assume room
-	if cpu.Memory > 0 {
-		cpuFree = int64(cpu.Memory) - Margin - int64(p.CPUBytes)
+	if cpu.MemoryBytes() > 0 {
+		cpuFree = int64(cpu.MemoryBytes()) - Margin - int64(p.CPUBytes)
 	}
 	for _, d := range igpus {
 		// An iGPU's memory is carved from system RAM, so what the CPU spill
 		// uses is gone for it too.
-		cands = append(cands, cand{d, min(int64(d.Memory)-Margin, cpuFree)})
+		cands = append(cands, cand{d, min(int64(d.MemoryBytes())-Margin, cpuFree)})
 	}
 	cands = append(cands, cand{cpu, cpuFree})
 	for _, c := range cands {
@@ -277,7 +279,7 @@ func placeGuard(p *Plan, r Request, dgpus, igpus []Device, cpu Device) {
 		}
 	}
 	if len(dgpus) > 0 && p.Strategy == Whole {
-		free := int64(dgpus[0].Memory) - int64(p.GPUBytes) - Margin
+		free := int64(dgpus[0].MemoryBytes()) - int64(p.GPUBytes) - Margin
 		if free >= int64(g.Bytes) {
 			p.GuardDevice = dgpus[0].Name
 			p.add(Recommendation{ID: "guard-on-main-gpu", Severity: Warning, Finding: FindingGuardOffMainGPU,
@@ -290,8 +292,8 @@ func placeGuard(p *Plan, r Request, dgpus, igpus []Device, cpu Device) {
 		Text: fmt.Sprintf("The guard %s (%s) does not fit beside the main model on any device given.", g.Name, size(g.Bytes))})
 }
 
-func devFlag(d Device) string {
-	if d.Kind == CPU {
+func devFlag(d devices.Device) string {
+	if d.Kind == devices.KindCPU {
 		return "none"
 	}
 	return d.Name
@@ -324,12 +326,12 @@ func sumFromEnd(r Request, n uint64) uint64 {
 // layerSpill finds the most trailing blocks that fit on g: llama.cpp
 // offloads the last -ngl blocks, the output head only when -ngl exceeds the
 // block count. The compute buffer stays on g.
-func layerSpill(r Request, g Device) (n, gpuBytes uint64) {
+func layerSpill(r Request, g devices.Device) (n, gpuBytes uint64) {
 	L := uint64(len(r.Model.LayerBytes))
-	if g.Memory < Margin+r.ComputeBytes {
+	if g.MemoryBytes() < Margin+r.ComputeBytes {
 		return 0, 0
 	}
-	budget := g.Memory - Margin - r.ComputeBytes
+	budget := g.MemoryBytes() - Margin - r.ComputeBytes
 	used := uint64(0)
 	for n < L {
 		b := layerBytes(r, L-1-n)
@@ -344,10 +346,10 @@ func layerSpill(r Request, g Device) (n, gpuBytes uint64) {
 
 // expertSpill finds the fewest leading layers whose experts must stay on
 // the CPU for the rest to fit on g.
-func expertSpill(r Request, g Device) (n, gpuBytes uint64, ok bool) {
+func expertSpill(r Request, g devices.Device) (n, gpuBytes uint64, ok bool) {
 	need := r.Model.WeightsBytes + r.Model.MTPSiblingBytes + r.KVBytes + r.ComputeBytes
 	for n = 0; n <= uint64(len(r.Model.LayerExpertBytes)); n++ {
-		if need+Margin <= g.Memory {
+		if need+Margin <= g.MemoryBytes() {
 			return n, need, true
 		}
 		if n < uint64(len(r.Model.LayerExpertBytes)) {
@@ -381,7 +383,7 @@ func onGPUFromEnd(L, n uint64) func(uint64) float64 {
 // expert_used/expert_count of the expert bytes are read. onG gives the
 // fraction of block i's bytes on g; the output head is on g only when every
 // block is (or with expert spill, where -ngl covers it).
-func slowdown(r Request, g, other Device, onG func(i uint64) float64, outputOnG bool) float64 {
+func slowdown(r Request, g, other devices.Device, onG func(i uint64) float64, outputOnG bool) float64 {
 	m := r.Model
 	var tG, tO, all float64
 	activeFrac := 1.0
@@ -400,21 +402,21 @@ func slowdown(r Request, g, other Device, onG func(i uint64) float64, outputOnG 
 		}
 		if m.Experts > 0 && f < 1 && outputOnG {
 			// expert spill: the non-expert part stays on g
-			tG += (b - e) / g.bandwidth()
-			tO += e * activeFrac / other.bandwidth()
+			tG += (b - e) / bandwidth(g)
+			tO += e * activeFrac / bandwidth(other)
 			continue
 		}
-		tG += f * read / g.bandwidth()
-		tO += (1 - f) * read / other.bandwidth()
+		tG += f * read / bandwidth(g)
+		tO += (1 - f) * read / bandwidth(other)
 	}
 	out := float64(m.OutputBytes)
 	all += out
 	if outputOnG || allOn {
-		tG += out / g.bandwidth()
+		tG += out / bandwidth(g)
 	} else {
-		tO += out / other.bandwidth()
+		tO += out / bandwidth(other)
 	}
-	base := all / g.bandwidth()
+	base := all / bandwidth(g)
 	if base == 0 {
 		return 1
 	}

@@ -11,36 +11,13 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
-// Kind is a device class.
-type Kind int
-
-// Device kinds.
-const (
-	CPU Kind = iota
-	IGPU
-	DGPU
-)
-
-func (k Kind) String() string {
-	switch k {
-	case CPU:
-		return "cpu"
-	case IGPU:
-		return "igpu"
-	case DGPU:
-		return "dgpu"
-	}
-	return "Kind(" + strconv.Itoa(int(k)) + ")"
-}
-
-// MarshalText makes Kind a JSON string.
-func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// ParseKind parses cpu, igpu or dgpu.
-func ParseKind(s string) (Kind, error) {
-	for _, k := range []Kind{CPU, IGPU, DGPU} {
+// ParseKind parses cpu, igpu or dgpu, the kinds placement places on.
+func ParseKind(s string) (devices.Kind, error) {
+	for _, k := range []devices.Kind{devices.KindCPU, devices.KindIntegratedGPU, devices.KindDiscreteGPU} {
 		if strings.EqualFold(s, k.String()) {
 			return k, nil
 		}
@@ -60,28 +37,15 @@ const (
 	DefaultCPUBandwidth  = 40e9
 )
 
-// Device is one place a model can live.
-type Device struct {
-	Name      string  `json:"name"` // llama.cpp device name: CUDA0, Vulkan1, SYCL0, ROCm0, CPU
-	Kind      Kind    `json:"kind"`
-	Memory    uint64  `json:"memory_bytes"`
-	Bandwidth float64 `json:"bandwidth_bytes_per_s,omitempty"` // effective decode bandwidth; 0 = default for Kind
-}
-
-// Backend is the llama.cpp backend of the device, from its name: the
-// letters before the index (CUDA, Vulkan, SYCL, ROCm, Metal, CPU).
-func (d Device) Backend() string {
-	return strings.TrimRight(d.Name, "0123456789")
-}
-
-func (d Device) bandwidth() float64 {
+// bandwidth is d's effective decode bandwidth, or the default for its kind.
+func bandwidth(d devices.Device) float64 {
 	if d.Bandwidth > 0 {
 		return d.Bandwidth
 	}
 	switch d.Kind {
-	case DGPU:
+	case devices.KindDiscreteGPU:
 		return DefaultDGPUBandwidth
-	case IGPU:
+	case devices.KindIntegratedGPU:
 		return DefaultIGPUBandwidth
 	}
 	return DefaultCPUBandwidth
@@ -90,28 +54,28 @@ func (d Device) bandwidth() float64 {
 // ParseDevice parses NAME:MEMORY[:KIND[:BANDWIDTH]], e.g. CUDA0:32GiB:dgpu,
 // Vulkan1:8GiB:igpu, CPU:64GiB:cpu, CUDA0:24GiB:dgpu:936GB. A missing kind
 // is cpu for the name CPU and dgpu otherwise; bandwidth is bytes per second.
-func ParseDevice(s string) (Device, error) {
+func ParseDevice(s string) (devices.Device, error) {
 	parts := strings.Split(s, ":")
 	if len(parts) < 2 || len(parts) > 4 || parts[0] == "" {
-		return Device{}, fmt.Errorf("placement: device %q: want NAME:MEMORY[:KIND[:BANDWIDTH]]", s)
+		return devices.Device{}, fmt.Errorf("placement: device %q: want NAME:MEMORY[:KIND[:BANDWIDTH]]", s)
 	}
 	mem, err := humanize.ParseBytes(parts[1])
 	if err != nil || mem == 0 {
-		return Device{}, fmt.Errorf("placement: device %q: memory %q: want a size like 24GiB", s, parts[1])
+		return devices.Device{}, fmt.Errorf("placement: device %q: memory %q: want a size like 24GiB", s, parts[1])
 	}
-	d := Device{Name: parts[0], Memory: mem, Kind: DGPU}
-	if strings.EqualFold(d.Name, "cpu") {
-		d.Name, d.Kind = "CPU", CPU
+	d := devices.Device{Name: parts[0], Memory: mem, Kind: devices.KindDiscreteGPU}
+	if d.IsCPU() {
+		d.Name, d.Kind = "CPU", devices.KindCPU
 	}
 	if len(parts) >= 3 {
 		if d.Kind, err = ParseKind(parts[2]); err != nil {
-			return Device{}, err
+			return devices.Device{}, err
 		}
 	}
 	if len(parts) == 4 {
 		bw, err := humanize.ParseBytes(parts[3])
 		if err != nil || bw == 0 {
-			return Device{}, fmt.Errorf("placement: device %q: bandwidth %q: want bytes per second like 936GB", s, parts[3])
+			return devices.Device{}, fmt.Errorf("placement: device %q: bandwidth %q: want bytes per second like 936GB", s, parts[3])
 		}
 		d.Bandwidth = float64(bw)
 	}
@@ -145,7 +109,7 @@ type Guard struct {
 // Request is one placement question.
 type Request struct {
 	Model        Model
-	Devices      []Device
+	Devices      []devices.Device
 	Ctx          uint64 // per slot
 	Parallel     uint64
 	KVType       string // f16, q8_0, q4_0

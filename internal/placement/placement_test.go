@@ -1,27 +1,30 @@
 package placement
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 func TestParseDevice(t *testing.T) {
 	cases := []struct {
 		in      string
-		want    Device
+		want    devices.Device
 		wantErr bool
 	}{
-		{"CUDA0:32GiB:dgpu", Device{Name: "CUDA0", Kind: DGPU, Memory: 32 << 30}, false},
-		{"Vulkan1:8GiB:igpu", Device{Name: "Vulkan1", Kind: IGPU, Memory: 8 << 30}, false},
-		{"cpu:64GiB", Device{Name: "CPU", Kind: CPU, Memory: 64 << 30}, false},
-		{"CUDA0:24GB", Device{Name: "CUDA0", Kind: DGPU, Memory: 24e9}, false},
-		{"CUDA0:24GiB:dgpu:936GB", Device{Name: "CUDA0", Kind: DGPU, Memory: 24 << 30, Bandwidth: 936e9}, false},
-		{"CUDA0", Device{}, true},
-		{":8GiB", Device{}, true},
-		{"CUDA0:lots", Device{}, true},
-		{"CUDA0:8GiB:npu", Device{}, true},
-		{"CUDA0:0", Device{}, true},
-		{"a:1:cpu:2:3", Device{}, true},
+		{"CUDA0:32GiB:dgpu", devices.Device{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 32 << 30}, false},
+		{"Vulkan1:8GiB:igpu", devices.Device{Name: "Vulkan1", Kind: devices.KindIntegratedGPU, Memory: 8 << 30}, false},
+		{"cpu:64GiB", devices.Device{Name: "CPU", Kind: devices.KindCPU, Memory: 64 << 30}, false},
+		{"CUDA0:24GB", devices.Device{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 24e9}, false},
+		{"CUDA0:24GiB:dgpu:936GB", devices.Device{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 24 << 30, Bandwidth: 936e9}, false},
+		{"CUDA0", devices.Device{}, true},
+		{":8GiB", devices.Device{}, true},
+		{"CUDA0:lots", devices.Device{}, true},
+		{"CUDA0:8GiB:npu", devices.Device{}, true},
+		{"CUDA0:0", devices.Device{}, true},
+		{"a:1:cpu:2:3", devices.Device{}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
@@ -29,7 +32,7 @@ func TestParseDevice(t *testing.T) {
 			if (err != nil) != c.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if !c.wantErr && got != c.want {
+			if !c.wantErr && !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 		})
@@ -50,7 +53,7 @@ func FuzzParseDevice(f *testing.F) {
 
 func TestBackend(t *testing.T) {
 	for in, want := range map[string]string{"CUDA0": "CUDA", "Vulkan12": "Vulkan", "SYCL0": "SYCL", "CPU": "CPU", "ROCm1": "ROCm"} {
-		if got := (Device{Name: in}).Backend(); got != want {
+		if got := string(devices.BackendOf(in)); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
 	}
@@ -77,9 +80,9 @@ func dense(n int, layerGiB float64) Model {
 func TestSlowdownGrowsWithIGPUShare(t *testing.T) {
 	m := dense(100, 0.1)
 	r := Request{Model: m}
-	g := Device{Name: "CUDA0", Kind: DGPU}
-	ig := Device{Name: "Vulkan1", Kind: IGPU}
-	cpu := Device{Name: "CPU", Kind: CPU}
+	g := devices.Device{Name: "CUDA0", Kind: devices.KindDiscreteGPU}
+	ig := devices.Device{Name: "Vulkan1", Kind: devices.KindIntegratedGPU}
+	cpu := devices.Device{Name: "CPU", Kind: devices.KindCPU}
 	s10 := slowdown(r, g, ig, onGPUFromEnd(100, 90), false)
 	if s10 < 8 || s10 > 12 {
 		t.Errorf("10%% of layers on the iGPU: %.1fx, want about 10x", s10)
@@ -105,18 +108,18 @@ func TestAdviseRules(t *testing.T) {
 	cases := []struct {
 		name     string
 		model    Model
-		devs     []Device
+		devs     []devices.Device
 		kv       uint64
 		strategy Strategy
 		gpuLay   uint64
 	}{
-		{"fits with margin", dense(10, 1), []Device{{Name: "CUDA0", Kind: DGPU, Memory: 12 << 30}}, 0, Whole, 11},
-		{"margin pushes the output head out", dense(10, 1), []Device{{Name: "CUDA0", Kind: DGPU, Memory: 11 << 30}}, 0, SpillLayers, 10},
-		{"kv counts per layer", dense(10, 1), []Device{{Name: "CUDA0", Kind: DGPU, Memory: 11 << 30}}, 10 << 29, SpillLayers, 6},
-		{"largest dgpu wins", dense(10, 1), []Device{{Name: "CUDA1", Kind: DGPU, Memory: 4 << 30}, {Name: "CUDA0", Kind: DGPU, Memory: 24 << 30}}, 0, Whole, 11},
-		{"gpu too small: cpu", dense(10, 1), []Device{{Name: "CUDA0", Kind: DGPU, Memory: 1 << 30}, {Name: "CPU", Kind: CPU, Memory: 64 << 30}}, 0, CPUOnly, 0},
+		{"fits with margin", dense(10, 1), []devices.Device{{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 12 << 30}}, 0, Whole, 11},
+		{"margin pushes the output head out", dense(10, 1), []devices.Device{{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 11 << 30}}, 0, SpillLayers, 10},
+		{"kv counts per layer", dense(10, 1), []devices.Device{{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 11 << 30}}, 10 << 29, SpillLayers, 6},
+		{"largest dgpu wins", dense(10, 1), []devices.Device{{Name: "CUDA1", Kind: devices.KindDiscreteGPU, Memory: 4 << 30}, {Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 24 << 30}}, 0, Whole, 11},
+		{"gpu too small: cpu", dense(10, 1), []devices.Device{{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 1 << 30}, {Name: "CPU", Kind: devices.KindCPU, Memory: 64 << 30}}, 0, CPUOnly, 0},
 		{"no devices: cpu, memory unknown", dense(10, 1), nil, 0, CPUOnly, 0},
-		{"igpu only: cpu", dense(10, 1), []Device{{Name: "Vulkan0", Kind: IGPU, Memory: 16 << 30}, {Name: "CPU", Kind: CPU, Memory: 32 << 30}}, 0, CPUOnly, 0},
+		{"igpu only: cpu", dense(10, 1), []devices.Device{{Name: "Vulkan0", Kind: devices.KindIntegratedGPU, Memory: 16 << 30}, {Name: "CPU", Kind: devices.KindCPU, Memory: 32 << 30}}, 0, CPUOnly, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,7 +143,7 @@ func TestShellJoin(t *testing.T) {
 }
 
 func TestEnumStrings(t *testing.T) {
-	for _, s := range []interface{ String() string }{CPU, IGPU, DGPU, Kind(9), Info, Warning, Error, Severity(9),
+	for _, s := range []interface{ String() string }{devices.KindCPU, devices.KindIntegratedGPU, devices.KindDiscreteGPU, devices.Kind(9), Info, Warning, Error, Severity(9),
 		Whole, SpillLayers, SpillExpert, CPUOnly, NoFit, Strategy(9)} {
 		if s.String() == "" {
 			t.Errorf("%#v has no name", s)
@@ -150,7 +153,7 @@ func TestEnumStrings(t *testing.T) {
 
 func BenchmarkAdvise(b *testing.B) {
 	m := dense(80, 0.45)
-	devs := []Device{{Name: "CUDA0", Kind: DGPU, Memory: 24 << 30}, {Name: "Vulkan1", Kind: IGPU, Memory: 8 << 30}, {Name: "CPU", Kind: CPU, Memory: 64 << 30}}
+	devs := []devices.Device{{Name: "CUDA0", Kind: devices.KindDiscreteGPU, Memory: 24 << 30}, {Name: "Vulkan1", Kind: devices.KindIntegratedGPU, Memory: 8 << 30}, {Name: "CPU", Kind: devices.KindCPU, Memory: 64 << 30}}
 	for b.Loop() {
 		_ = Advise(Request{Model: m, Devices: devs, Ctx: 8192, Parallel: 1, KVType: "f16", KVBytes: 2 << 30, Guard: &Guard{Name: "g", Bytes: 2 << 30}})
 	}

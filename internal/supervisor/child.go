@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // ChildState is the state of one guard server process.
@@ -67,7 +69,7 @@ var fatalLine = regexp.MustCompile(`(?i)failed to load model|error loading model
 // of the process and its state; it reports every change on updates.
 type child struct {
 	idx     int
-	dev     Device
+	dev     devices.Device
 	cfg     *Config
 	updates chan<- childUpdate
 	stop    chan struct{}
@@ -137,7 +139,7 @@ func (c *child) classify(err error) error {
 func (c *child) run() {
 	defer close(c.stopped)
 	cfg := c.cfg
-	if est, budget := cfg.estimate(), c.dev.BudgetMiB; budget > 0 && est > budget {
+	if est, budget := cfg.estimate(), c.dev.Free; budget > 0 && est > budget {
 		c.report(ChildFailed, "", 0, fmt.Errorf("%w: %s needs ~%d MiB, budget %d MiB", ErrOverBudget, c.dev.Name, est, budget))
 		return
 	}
@@ -156,8 +158,7 @@ func (c *child) run() {
 		}
 		url := "http://127.0.0.1:" + strconv.Itoa(port)
 		c.report(ChildStarting, url, 0, nil)
-		args, env := cfg.command(c.dev, port)
-		proc, err := cfg.Starter(context.Background(), Spec{Path: cfg.Binary, Args: args, Env: env, Output: c.output})
+		proc, err := cfg.Starter(context.Background(), cfg.launch(c.dev, port).Spec(c.output))
 		var readySince time.Time
 		if err == nil {
 			err = c.waitReady(proc, url)
@@ -198,7 +199,7 @@ var errStopping = errors.New("stopping")
 
 // waitReady polls health until 200, the process exits, the start timeout
 // passes, or Stop.
-func (c *child) waitReady(p Process, url string) error {
+func (c *child) waitReady(p llamaserver.Process, url string) error {
 	cfg := c.cfg
 	deadline := cfg.Clock.Now().Add(cfg.StartTimeout)
 	for {
@@ -227,7 +228,7 @@ func (c *child) waitReady(p Process, url string) error {
 
 // watch polls health while the server runs; it returns when the process
 // exits, health fails UnhealthyAfter times in a row, or Stop.
-func (c *child) watch(p Process, url string) error {
+func (c *child) watch(p llamaserver.Process, url string) error {
 	cfg := c.cfg
 	bad := 0
 	for {
@@ -270,19 +271,4 @@ func (c *child) probe(url string) Health {
 
 // kill stops the process group: SIGTERM, then SIGKILL after StopGrace.
 // It returns when the process has been reaped.
-func (c *child) kill(p Process) {
-	select {
-	case <-p.Done():
-		_ = p.Signal(syscall.SIGKILL) // leftovers of the group, if any
-		return
-	default:
-	}
-	_ = p.Signal(syscall.SIGTERM)
-	select {
-	case <-p.Done():
-	case <-time.After(c.cfg.StopGrace):
-		_ = p.Signal(syscall.SIGKILL)
-		<-p.Done()
-	}
-	_ = p.Signal(syscall.SIGKILL)
-}
+func (c *child) kill(p llamaserver.Process) { llamaserver.Stop(p, c.cfg.StopGrace) }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 // TestFailoverResendsToTheNextServer: the preferred server dies while a
@@ -32,7 +34,7 @@ func TestFailoverResendsToTheNextServer(t *testing.T) {
 	ports <- port(b)
 
 	w := newFakeWorld(func(dev string, n int) behaviour { return behaviour{} })
-	cfg, _ := w.config(Device{Name: "Vulkan0"})
+	cfg, _ := w.config(devices.Device{Name: "Vulkan0"})
 	cfg.MaxRestarts = -1
 	cfg.PickPort = func() (int, error) { return <-ports, nil }
 	s := New(cfg)

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // fakeClock advances by each requested duration at once (with a tiny real
@@ -106,7 +109,7 @@ func argAfter(args []string, flag string) string {
 	return ""
 }
 
-func (w *fakeWorld) start(_ context.Context, s Spec) (Process, error) {
+func (w *fakeWorld) start(_ context.Context, s llamaserver.Spec) (llamaserver.Process, error) {
 	dev := argAfter(s.Args, "-dev")
 	w.mu.Lock()
 	w.starts[dev]++
@@ -202,7 +205,7 @@ func (w *fakeWorld) current(dev string) *fakeProc {
 	return nil
 }
 
-func (w *fakeWorld) config(chain ...Device) (Config, *fakeClock) {
+func (w *fakeWorld) config(chain ...devices.Device) (Config, *fakeClock) {
 	clk := newFakeClock()
 	return Config{
 		Binary: "llama-server", Model: "/models/guard.gguf", Chain: chain,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
@@ -22,7 +23,7 @@ import (
 var verdictBody = []byte(`{"prompt":"Is this reply safe? Reply: Once upon a time there was a cat.\nVerdict:","n_predict":64,"temperature":0,
 "json_schema":{"type":"object","properties":{"verdict":{"enum":["pass","fail"]}},"required":["verdict"]}}`)
 
-func realConfig(t *testing.T, env *testbed.Env, chain ...Device) Config {
+func realConfig(t *testing.T, env *testbed.Env, chain ...devices.Device) Config {
 	t.Helper()
 	if env.LlamaServer == "" || env.Model == "" {
 		t.Skip("testbed has no llama-server binary or model")
@@ -70,7 +71,7 @@ func verdict(ctx context.Context, c *http.Client) error {
 // restart, then that Stop leaves no process behind.
 func TestRealServersCPUAndVulkan(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	for _, dev := range []Device{{Name: "none"}, {Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}} {
+	for _, dev := range []devices.Device{{Name: "none"}, {Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}} {
 		t.Run(dev.Label(), func(t *testing.T) {
 			bus := &events.Bus{}
 			sub := bus.Subscribe(64)
@@ -150,7 +151,7 @@ func TestRealServersCPUAndVulkan(t *testing.T) {
 // verdict must complete after the kill (how soon is logged).
 func TestRealKillMidRunNoLostRequest(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	cfg := realConfig(t, env, Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}, Device{Name: "none"})
+	cfg := realConfig(t, env, devices.Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}, devices.Device{Name: "none"})
 	cfg.HotStandby = true
 	s := New(cfg)
 	ctx := t.Context() // no wall-clock limit; go test's -timeout bounds a hang

@@ -56,13 +56,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // State is the supervisor's overall state.
@@ -96,50 +95,6 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Device is one link of the fallback chain.
-type Device struct {
-	// Name is the llama.cpp device ("Vulkan0", "CUDA0", "SYCL0") or
-	// "none"/"CPU" for the CPU backend.
-	Name string
-	// Env is added to the server's environment, e.g.
-	// GGML_VK_VISIBLE_DEVICES=0 to expose the testbed's llvmpipe.
-	Env []string
-	// BudgetMiB refuses to start when the estimated model + KV size is
-	// larger; 0 means no budget.
-	BudgetMiB int64
-	// Args are extra server arguments for this device only.
-	Args []string
-}
-
-// IsCPU reports whether d runs on the CPU backend ("none" or "CPU").
-func (d Device) IsCPU() bool {
-	n := strings.ToLower(d.Name)
-	return n == "none" || n == "cpu"
-}
-
-// Backend is the llama.cpp backend of the device.
-func (d Device) Backend() devices.Backend {
-	if d.IsCPU() {
-		return devices.BackendCPU
-	}
-	n := strings.ToLower(d.Name)
-	for _, b := range []devices.Backend{devices.BackendCUDA, devices.BackendROCm, devices.BackendVulkan, devices.BackendSYCL, devices.BackendMetal} {
-		if strings.HasPrefix(n, strings.ToLower(string(b))) {
-			return b
-		}
-	}
-	return devices.Backend(d.Name)
-}
-
-// Label is the device's display name ("CPU" for the CPU backend, "" for
-// the zero Device).
-func (d Device) Label() string {
-	if d.IsCPU() {
-		return "CPU"
-	}
-	return d.Name
-}
-
 // Config configures a Supervisor. Zero durations and nil hooks take the
 // documented defaults.
 type Config struct {
@@ -148,7 +103,7 @@ type Config struct {
 	Model  string // GGUF path
 	// Chain is the preferred device followed by its fallbacks. A CPU link
 	// is appended when the chain has none.
-	Chain []Device
+	Chain []devices.Device
 	// HotStandby keeps Chain[1] running as a warm spare.
 	HotStandby bool
 	// NoCPUFallback keeps the chain as given (benchmarks pin one device
@@ -177,7 +132,7 @@ type Config struct {
 	Bus      *events.Bus               // GuardStatus events; nil discards
 	Log      func(device, line string) // every line of server output; nil drops them
 	Clock    Clock                     // nil: the real clock
-	Starter  Starter                   // nil: ExecStarter
+	Starter  llamaserver.Starter       // nil: ExecStarter
 	Health   HealthFunc                // nil: HTTPHealth(nil)
 	PickPort func() (int, error)       // nil: PickPort
 }
@@ -191,7 +146,7 @@ func (c *Config) defaults() {
 		hasCPU = hasCPU || d.IsCPU()
 	}
 	if !hasCPU && !c.NoCPUFallback {
-		c.Chain = append(c.Chain, Device{Name: "none"})
+		c.Chain = append(c.Chain, devices.Device{Name: "none"})
 	}
 	setInt := func(p *int, v int) {
 		if *p <= 0 {
@@ -221,7 +176,7 @@ func (c *Config) defaults() {
 		c.Clock = realClock{}
 	}
 	if c.Starter == nil {
-		c.Starter = ExecStarter
+		c.Starter = llamaserver.ExecStarter
 	}
 	if c.Health == nil {
 		c.Health = HTTPHealth(nil)
@@ -261,41 +216,18 @@ func RoughEstimateMiB(model string, ctx int) int64 {
 	return size + size/10 + int64(ctx)/16 + 64
 }
 
-// command builds the server arguments and environment for d: the device
-// pin and the backend recipe.
-func (c *Config) command(d Device, port int) (args, env []string) {
-	args = []string{"-m", c.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-c", strconv.Itoa(c.CtxSize), "-np", strconv.Itoa(c.Parallel), "--no-webui"}
-	if c.Threads > 0 {
-		args = append(args, "-t", strconv.Itoa(c.Threads))
-	}
-	// Always pin the device: with several visible devices llama-server
-	// would otherwise pick for itself (the testbed puts a CPU model on
-	// llvmpipe without -dev).
-	if d.IsCPU() {
-		args = append(args, "-dev", "none", "-ngl", "0")
-	} else {
-		args = append(args, "-dev", d.Name, "-ngl", "99")
-	}
-	switch d.Backend() {
-	case devices.BackendSYCL:
-		// iGPU recipe: no persistent kernel cache, no oneDNN, no flash
-		// attention, f16 KV.
-		env = append(env, "SYCL_CACHE_PERSISTENT=0", "GGML_SYCL_DISABLE_DNN=1")
-		args = append(args, "-fa", "off", "-ctk", "f16", "-ctv", "f16")
-	}
-	args = append(args, c.Args...)
-	args = append(args, d.Args...)
-	env = append(env, d.Env...)
-	return args, env
+// launch is the server of chain link d on port.
+func (c *Config) launch(d devices.Device, port int) llamaserver.Launch {
+	return llamaserver.Launch{Binary: c.Binary, Model: c.Model, Port: port, CtxSize: c.CtxSize,
+		Parallel: c.Parallel, Threads: c.Threads, Device: d, Args: c.Args}
 }
 
 // Status is a published snapshot of the supervisor.
 type Status struct {
 	State  State
-	URL    string // "" unless a server is ready
-	Device Device // the serving device (zero when none)
-	Err    error  // the last failure, if any
+	URL    string         // "" unless a server is ready
+	Device devices.Device // the serving device (zero when none)
+	Err    error          // the last failure, if any
 	// Children holds each chain link's state, in chain order, and PIDs
 	// the process id of each running link (0 when none).
 	Children []ChildState
@@ -338,7 +270,7 @@ func New(cfg Config) *Supervisor {
 func (s *Supervisor) Subscribe(n int) *events.Subscription { return s.cfg.Bus.Subscribe(n) }
 
 // Chain returns the fallback chain (with the CPU link appended if needed).
-func (s *Supervisor) Chain() []Device { return append([]Device(nil), s.cfg.Chain...) }
+func (s *Supervisor) Chain() []devices.Device { return append([]devices.Device(nil), s.cfg.Chain...) }
 
 // Start launches the preferred device's server (and the standby) and
 // waits until one serves, every device failed, or ctx ends. It returns an
@@ -401,8 +333,8 @@ func (s *Supervisor) URL() string { st, _ := s.Status(); return st.URL }
 // State is the supervisor's current state.
 func (s *Supervisor) State() State { st, _ := s.Status(); return st.State }
 
-// Device is the serving device (zero Device when none serves).
-func (s *Supervisor) Device() Device { st, _ := s.Status(); return st.Device }
+// Device is the serving device (zero when none serves).
+func (s *Supervisor) Device() devices.Device { st, _ := s.Status(); return st.Device }
 
 // WaitServing blocks until a server is ready (returning its URL), the
 // supervisor is deterministic-only or stopped (ErrDeterministic), or ctx

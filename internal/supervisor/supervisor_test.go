@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
 )
 
@@ -64,7 +65,7 @@ func stop(t *testing.T, s *Supervisor, w *fakeWorld) {
 func TestStartReadyPinsDevice(t *testing.T) {
 	defer noLeaks(t)()
 	w := newFakeWorld(ok)
-	cfg, _ := w.config(Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}})
+	cfg, _ := w.config(devices.Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}})
 	bus := &events.Bus{}
 	sub := bus.Subscribe(64)
 	defer sub.Close()
@@ -191,7 +192,7 @@ func TestFailurePaths(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			defer noLeaks(t)()
 			w := newFakeWorld(tc.script)
-			cfg, clk := w.config(Device{Name: "Vulkan0"})
+			cfg, clk := w.config(devices.Device{Name: "Vulkan0"})
 			if tc.maxRestart != 0 {
 				cfg.MaxRestarts = tc.maxRestart
 			}
@@ -234,7 +235,7 @@ func TestHealthBlipIsNotARestart(t *testing.T) {
 	w := newFakeWorld(func(string, int) behaviour {
 		return behaviour{blipAt: 3, output: []string{"main: server is listening on http://127.0.0.1"}}
 	})
-	cfg, _ := w.config(Device{Name: "Vulkan0"})
+	cfg, _ := w.config(devices.Device{Name: "Vulkan0"})
 	var logged []string
 	cfg.Log = func(dev, line string) { logged = append(logged, dev+": "+line) }
 	s := New(cfg)
@@ -274,7 +275,7 @@ func TestHealthBlipIsNotARestart(t *testing.T) {
 
 func TestMemoryBudgetRefusesDevice(t *testing.T) {
 	w := newFakeWorld(ok)
-	cfg, _ := w.config(Device{Name: "SYCL0", BudgetMiB: 512})
+	cfg, _ := w.config(devices.Device{Name: "SYCL0", Free: 512})
 	cfg.Estimate = func(string, int) int64 { return 2048 }
 	s := New(cfg)
 	if err := s.Start(context.Background()); err != nil {
@@ -293,7 +294,7 @@ func TestMemoryBudgetRefusesDevice(t *testing.T) {
 func TestHotStandbySwitchesAtOnce(t *testing.T) {
 	defer noLeaks(t)()
 	w := newFakeWorld(ok)
-	cfg, _ := w.config(Device{Name: "Vulkan0"}, Device{Name: "none"})
+	cfg, _ := w.config(devices.Device{Name: "Vulkan0"}, devices.Device{Name: "none"})
 	cfg.HotStandby = true
 	s := New(cfg)
 	if err := s.Start(context.Background()); err != nil {
@@ -326,20 +327,20 @@ func TestCommandRecipes(t *testing.T) {
 	cfg := Config{Binary: "x", Model: "m.gguf", Threads: 2}
 	cfg.defaults()
 	cases := []struct {
-		dev      Device
+		dev      devices.Device
 		args     []string
 		env      []string
 		backend  string
 		notInArg string
 	}{
-		{Device{Name: "none"}, []string{"-dev none -ngl 0", "-t 2"}, nil, "CPU", "-fa"},
-		{Device{Name: "SYCL0"}, []string{"-dev SYCL0 -ngl 99", "-fa off -ctk f16 -ctv f16"}, []string{"SYCL_CACHE_PERSISTENT=0", "GGML_SYCL_DISABLE_DNN=1"}, "SYCL", ""},
-		{Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}, []string{"-dev Vulkan0 -ngl 99"}, []string{"GGML_VK_VISIBLE_DEVICES=0"}, "Vulkan", "-fa"},
-		{Device{Name: "CUDA1"}, []string{"-dev CUDA1 -ngl 99"}, nil, "CUDA", "-fa"},
+		{devices.Device{Name: "none"}, []string{"-dev none -ngl 0", "-t 2"}, nil, "CPU", "-fa"},
+		{devices.Device{Name: "SYCL0"}, []string{"-dev SYCL0 -ngl 99", "-fa off -ctk f16 -ctv f16"}, []string{"SYCL_CACHE_PERSISTENT=0", "GGML_SYCL_DISABLE_DNN=1"}, "SYCL", ""},
+		{devices.Device{Name: "Vulkan0", Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}}, []string{"-dev Vulkan0 -ngl 99"}, []string{"GGML_VK_VISIBLE_DEVICES=0"}, "Vulkan", "-fa"},
+		{devices.Device{Name: "CUDA1"}, []string{"-dev CUDA1 -ngl 99"}, nil, "CUDA", "-fa"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.dev.Name, func(t *testing.T) {
-			args, env := cfg.command(tc.dev, 1234)
+			args, env := cfg.launch(tc.dev, 1234).Command()
 			a := joinArgs(args)
 			for _, w := range tc.args {
 				if !strings.Contains(a, w) {
@@ -352,8 +353,8 @@ func TestCommandRecipes(t *testing.T) {
 			if !slices.Equal(env, tc.env) {
 				t.Errorf("env %v, want %v", env, tc.env)
 			}
-			if string(tc.dev.Backend()) != tc.backend {
-				t.Errorf("backend %s", tc.dev.Backend())
+			if string(devices.BackendOf(tc.dev.Name)) != tc.backend {
+				t.Errorf("backend %s", devices.BackendOf(tc.dev.Name))
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,50 +92,28 @@ func RunServer(ctx context.Context, e Engine, model string, s Set, o ServerOptio
 	if logFlags == nil {
 		logFlags = []string{"-lv", "4"}
 	}
-	args := []string{"-m", model, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--no-webui"}
-	args = append(append(append(args, logFlags...), s.Flags...), s.ServerFlags...)
+	// The set's flags pin the device, so the launch pins none.
+	l := llamaserver.Launch{Binary: e.Path, Model: model, Port: port, Env: append(slices.Clone(e.Env), s.Env...),
+		Args: append(append(slices.Clone(logFlags), s.Flags...), s.ServerFlags...)}
+	args, _ := l.Command()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := e.command(ctx, s.Env, args)
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
 	var logBuf bytes.Buffer
 	var logMu sync.Mutex
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 0, 4096), maxLogLine)
-		for sc.Scan() {
-			logMu.Lock()
-			if logBuf.Len() < 8<<20 {
-				logBuf.Write(sc.Bytes())
-				logBuf.WriteByte('\n')
-			}
-			logMu.Unlock()
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		<-logDone
+	proc, err := llamaserver.ExecStarter(ctx, l.Spec(func(line string) {
+		logMu.Lock()
+		if logBuf.Len() < 8<<20 {
+			logBuf.WriteString(line)
+			logBuf.WriteByte('\n')
+		}
+		logMu.Unlock()
+	}))
+	if err != nil {
 		return nil, fmt.Errorf("sweep: set %s: start llama-server: %w", s.Name, err)
 	}
-	// exited is closed when the process is gone; waitErr is valid after.
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); pw.Close(); close(exited) }()
-	stop := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		<-logDone
-	}
+	exited := proc.Done()
+	stop := func() { llamaserver.Stop(proc, 5*time.Second) }
 	logText := func() string {
 		logMu.Lock()
 		defer logMu.Unlock()
@@ -148,7 +127,7 @@ func RunServer(ctx context.Context, e Engine, model string, s Set, o ServerOptio
 	if err := waitHealthy(ctx, base, timeout, exited); err != nil {
 		stop()
 		if errors.Is(err, errExited) {
-			err = fmt.Errorf("%w (%v)", err, waitErr)
+			err = fmt.Errorf("%w (%v)", err, proc.Err())
 		}
 		return nil, fmt.Errorf("sweep: set %s: llama-server %s: %w: %s", s.Name, strings.Join(args, " "), err, tail(logText(), 800))
 	}
