@@ -68,7 +68,7 @@ func TestHaltIsFinal(t *testing.T) {
 		body   string
 		status int
 	}{
-		{"output check", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, Extra: requireJSON(t), Policy: mustPolicy(t, "max_retries: 0\n")}, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 403},
+		{"output check", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, Policy: requireJSON(t, "max_retries: 0\n")}, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 403},
 		{"input block", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, InputCheck: block}, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 403},
 		{"upstream down", &Gateway{Upstreams: []*upstream.Upstream{down}}, "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 502},
 	} {
@@ -152,7 +152,7 @@ func TestChoices(t *testing.T) {
 		}
 		w.Write(sseBody(chatChunk(text), `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`))
 	})
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Policy: mustPolicy(t, "max_retries: 0\n")})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: requireJSON(t, "max_retries: 0\n")})
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"n":2}`)
 	b := readAllBody(t, resp)
 	var out struct {
@@ -309,7 +309,7 @@ func TestOutcomes(t *testing.T) {
 		halts   int
 	}{
 		{"released", &Gateway{Upstreams: []*upstream.Upstream{ok}}, chat, events.OutcomeReleased, 0},
-		{"halted", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, Extra: requireJSON(t), Policy: mustPolicy(t, "max_retries: 0\n")}, chat, events.OutcomeHalted, 1},
+		{"halted", &Gateway{Upstreams: []*upstream.Upstream{notJSON}, Policy: requireJSON(t, "max_retries: 0\n")}, chat, events.OutcomeHalted, 1},
 		{"blocked", &Gateway{Upstreams: []*upstream.Upstream{ok}, InputCheck: block}, chat, events.OutcomeBlocked, 1},
 		{"upstream down is a halt", &Gateway{Upstreams: []*upstream.Upstream{down}}, chat, events.OutcomeHalted, 1},
 		{"upstream 4xx is rejected", &Gateway{Upstreams: []*upstream.Upstream{bad}}, chat, events.OutcomeRejected, 0},

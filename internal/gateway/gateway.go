@@ -58,8 +58,9 @@ type Gateway struct {
 	Policy *policy.Policy
 
 	// NewChecker builds the checks of one attempt. Nil means
-	// pipeline.New over Policy with Registry, Now and the Extra validators.
-	NewChecker func(req *validator.Request, extra []validator.Validator) (Checker, error)
+	// pipeline.New over Policy with Registry and Now. Checks enter through
+	// the policy (policy.With for one built at run time, as a guard).
+	NewChecker func(req *validator.Request) (Checker, error)
 
 	// Registry resolves the checks compiled from the prompt. Nil means the
 	// policy's registry.
@@ -69,12 +70,6 @@ type Gateway struct {
 	// prompt-injection classifier). A failing verdict with action block
 	// answers 403 without calling the upstream. Nil means no input check.
 	InputCheck func(ctx context.Context, req *validator.Request) *validator.Verdict
-
-	// Extra returns validators added to every attempt's checks, for
-	// embedding and tests. A guard belongs in the policy instead
-	// (policy.With for one started at run time), so it enters one way.
-	// Nil means none.
-	Extra func(req *validator.Request) []validator.Validator
 
 	// Events receives the request lifecycle. Nil means none.
 	Events *events.Bus
@@ -187,14 +182,10 @@ func (g *Gateway) idleTimeout() time.Duration {
 }
 
 func (g *Gateway) newChecker(req *validator.Request) (Checker, error) {
-	var extra []validator.Validator
-	if g.Extra != nil {
-		extra = g.Extra(req)
-	}
 	if g.NewChecker != nil {
-		return g.NewChecker(req, extra)
+		return g.NewChecker(req)
 	}
-	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.clock().Now, Registry: g.Registry, Extra: extra})
+	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.clock().Now, Registry: g.Registry})
 }
 
 func (g *Gateway) route(model string) (*upstream.Upstream, error) {

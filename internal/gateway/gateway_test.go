@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
@@ -137,7 +138,7 @@ func TestJSONRepairFake(t *testing.T) {
 		}
 		w.Write(sseBody(chatChunk(`{"a"`), chatChunk(`:1}`), finishChunk))
 	})
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t)})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: requireJSON(t, "")})
 	for _, stream := range []bool{true, false} {
 		calls.Store(0)
 		body := `{"messages":[{"role":"user","content":"JSON only"}],"stream":` + map[bool]string{true: "true", false: "false"}[stream] + `}`
@@ -162,20 +163,21 @@ func TestJSONRepairFake(t *testing.T) {
 	}
 }
 
-// requireJSON adds the json_syntax check as if the request had asked for
-// a JSON object (what the prompt-constraint compiler does for "JSON only").
-func requireJSON(t testing.TB) func(*validator.Request) []validator.Validator {
+// requireJSON is the policy doc with the json_syntax check built as if
+// every request had asked for a JSON object (what the prompt-constraint
+// compiler does for "JSON only").
+func requireJSON(t testing.TB, doc string) *policy.Policy {
 	spec, ok := validator.Default.Lookup(jsonsyntax.Name)
 	if !ok {
 		t.Fatal("json_syntax not registered")
 	}
-	return func(*validator.Request) []validator.Validator {
+	return withCheck(mustPolicy(t, doc), jsonsyntax.Name, func(*validator.Request) validator.Validator {
 		v, err := spec.New(spec.Config(), &validator.Request{ResponseFormat: &validator.ResponseFormat{Type: "json_object"}})
 		if err != nil {
 			t.Error(err)
 		}
-		return []validator.Validator{v}
-	}
+		return v
+	})
 }
 
 func TestHaltAfterRetries(t *testing.T) {
@@ -184,7 +186,7 @@ func TestHaltAfterRetries(t *testing.T) {
 		calls.Add(1)
 		w.Write(sseBody(chatChunk("never json"), finishChunk))
 	})
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t)})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: requireJSON(t, "")})
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
 	var out errorBody
 	json.Unmarshal(readAllBody(t, resp), &out)
@@ -435,7 +437,7 @@ func TestEventTextOnlyWhenAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bus := &events.Bus{}
 			sub := bus.Subscribe(64)
-			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Extra: requireJSON(t), Events: bus, Policy: mustPolicy(t, tc.policy)})
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus, Policy: requireJSON(t, tc.policy)})
 			resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`)
 			readAllBody(t, resp)
 			if resp.StatusCode != 403 {

@@ -51,6 +51,14 @@ func mustPolicy(t testing.TB, doc string) *policy.Policy {
 	return p
 }
 
+// withCheck returns p with a check named name whose validator newV builds
+// for each attempt: a test's check enters through the policy, as a guard
+// started at run time does (policy.With).
+func withCheck(p *policy.Policy, name string, newV func(*validator.Request) validator.Validator) *policy.Policy {
+	return p.With(policy.Check{Name: name, Spec: validator.Spec{Name: name,
+		New: func(_ any, req *validator.Request) (validator.Validator, error) { return newV(req), nil }}})
+}
+
 // streamed is what a client read from a stream.
 type streamed struct {
 	status  int

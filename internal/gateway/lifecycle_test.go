@@ -73,12 +73,11 @@ func newGuarded(t *testing.T, up *pacedUpstream, policyDoc string, deadline time
 	gd := &guarded{clk: clock.NewFake(lifeStart), guards: make(chan *validatortest.Guard, 8), read: make(chan struct{}, 1024)}
 	u := fakeUpstream(t, up.serve)
 	g := &Gateway{Upstreams: []*upstream.Upstream{u}, Clock: gd.clk, IdleTimeout: time.Second,
-		Policy: mustPolicy(t, policyDoc),
-		Extra: func(*validator.Request) []validator.Validator {
+		Policy: withCheck(mustPolicy(t, policyDoc), "guard_llm", func(*validator.Request) validator.Validator {
 			g := validatortest.NewGuard(deadline, failOpen, cadence)
 			gd.guards <- g
-			return []validator.Validator{g}
-		},
+			return g
+		}),
 		readHook: func() { gd.read <- struct{}{} }}
 	gd.gw = g
 	// A test that fails while the gateway still waits on the fake clock

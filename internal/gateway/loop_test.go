@@ -50,8 +50,8 @@ func TestTestbedLoop(t *testing.T) {
 
 	var cuts []int
 	pol := policy.Default()
-	g := &Gateway{Upstreams: []*upstream.Upstream{up}, NewChecker: func(req *validator.Request, extra []validator.Validator) (Checker, error) {
-		a, err := pipeline.New(pol, req, pipeline.Options{Extra: extra})
+	g := &Gateway{Upstreams: []*upstream.Upstream{up}, NewChecker: func(req *validator.Request) (Checker, error) {
+		a, err := pipeline.New(pol, req, pipeline.Options{})
 		if err != nil {
 			return nil, err
 		}

@@ -140,7 +140,7 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 		extra = append(extra, &checks[i])
 	}
 	p := policy.DefaultFor(&validator.Registry{})
-	a, err := New(p, &validator.Request{}, Options{Extra: extra})
+	a, err := New(withVals(p, extra...), &validator.Request{}, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

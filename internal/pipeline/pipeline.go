@@ -36,8 +36,6 @@ type Options struct {
 	// Registry resolves the checks compiled from the prompt; nil means the
 	// policy's registry (validator.Default for the default policy).
 	Registry *validator.Registry
-	// Extra are validators added to the policy's checks.
-	Extra []validator.Validator
 	// Complete keeps feeding every check after a failure, so Findings
 	// holds everything the output breaks (aegis check). The release point
 	// still freezes at the first failure, and the attempt is done only
@@ -117,9 +115,10 @@ type arrival struct {
 }
 
 // New builds the attempt's checks: the policy's enabled checks that apply
-// to req, the checks compiled from the prompt (when the policy allows), and
-// opts.Extra. It ticks Tickers once with the current time, which starts
-// their clocks.
+// to req and the checks compiled from the prompt (when the policy allows).
+// Every check enters through the policy (policy.With for one built at run
+// time, as a guard). It ticks Tickers once with the current time, which
+// starts their clocks.
 func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, error) {
 	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete, notify: make(chan struct{}, 1)}
 	if a.now == nil {
@@ -163,9 +162,6 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 				jsonOut = true
 			}
 		}
-	}
-	for _, v := range opts.Extra {
-		a.add(v)
 	}
 	a.mode = p.Release.Resolve(jsonOut)
 	if a.mode == policy.ModeWatermark {

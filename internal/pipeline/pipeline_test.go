@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -190,7 +191,7 @@ func TestStopsFeedingAfterFailure(t *testing.T) {
 	for _, complete := range []bool{false, true} {
 		p, _ := testPolicy(t, "checks: {word: true}")
 		w := &wordCheck{}
-		a, err := New(p, &validator.Request{}, Options{Extra: []validator.Validator{w}, Complete: complete})
+		a, err := New(withVals(p, w), &validator.Request{}, Options{Complete: complete})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,7 +216,7 @@ func TestTickerAndDeadline(t *testing.T) {
 	p, _ := testPolicy(t, "checks: {word: false}")
 	now := time.Unix(1000, 0)
 	clk := &clockCheck{}
-	a, err := New(p, &validator.Request{}, Options{Now: func() time.Time { return now }, Extra: []validator.Validator{clk}})
+	a, err := New(withVals(p, clk), &validator.Request{}, Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,13 +238,13 @@ func TestTickerAndDeadline(t *testing.T) {
 
 func TestToolCallsAndNotes(t *testing.T) {
 	p, _ := testPolicy(t, "checks: {word: false}")
-	a, _ := New(p, &validator.Request{}, Options{Extra: []validator.Validator{toolCheck{}, note{}}})
+	a, _ := New(withVals(p, toolCheck{}, note{}), &validator.Request{}, Options{})
 	a.ToolCall(validator.ToolCall{Name: "known", Arguments: "{}"})
 	a.Close()
 	if a.Failed() || a.Verdict(1).Verdict != validator.Pass || len(a.Findings()) != 1 {
 		t.Fatalf("known call + note: failed %v, %+v", a.Failed(), a.Verdict(1))
 	}
-	a, _ = New(p, &validator.Request{}, Options{Extra: []validator.Validator{toolCheck{}}})
+	a, _ = New(withVals(p, toolCheck{}), &validator.Request{}, Options{})
 	a.ToolCall(validator.ToolCall{Name: "rm_rf", Arguments: "{}"})
 	if !a.Failed() || a.Verdict(1).Reason != validator.ReasonMalformedToolCall {
 		t.Fatalf("unknown call: %+v", a.Verdict(1))
@@ -282,4 +283,16 @@ func TestModeAndChecks(t *testing.T) {
 	if a.Mode() != policy.ModeOptimistic || len(a.Checks()) != 1 || a.Checks()[0] != "word" {
 		t.Errorf("mode %v checks %v", a.Mode(), a.Checks())
 	}
+}
+
+// withVals returns p with the validators vs among its checks: a test's
+// checks enter through the policy, as a guard started at run time does
+// (policy.With).
+func withVals(p *policy.Policy, vs ...validator.Validator) *policy.Policy {
+	for i, v := range vs {
+		name := fmt.Sprintf("test_%d", i)
+		p = p.With(policy.Check{Name: name, Spec: validator.Spec{Name: name,
+			New: func(any, *validator.Request) (validator.Validator, error) { return v, nil }}})
+	}
+	return p
 }
