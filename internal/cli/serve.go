@@ -85,7 +85,7 @@ func init() {
 			port                                                   int
 			guardFlagVals                                          guardServerConfig
 			fleetFlagVals                                          fleetConfig
-			cpuProfile                                             string
+			cpuProfile, memProfile                                 string
 			insecureNoAuth                                         bool
 		)
 		c := &cobra.Command{
@@ -169,6 +169,9 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 					}
 					defer stop()
 				}
+				if memProfile != "" {
+					defer writeAllocProfile(memProfile, stdio)
+				}
 				if configPath != "" && cfg.Policy.Kind == yaml.ScalarNode {
 					cfg.Policy.Value = policyPathFrom(configPath, cfg.Policy.Value)
 				}
@@ -192,6 +195,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.MarkHidden("incidents")
 		f.StringVar(&logFormat, "log-format", "", "log format: auto (JSON unless stderr is a terminal), json or text")
 		f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file until the server stops")
+		f.StringVar(&memProfile, "memprofile", "", "write an allocation profile (go tool pprof) to this file when the server stops")
 		guardFlags(c, &guardFlagVals)
 		fleetFlags(c, &fleetFlagVals)
 		return c

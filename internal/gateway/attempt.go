@@ -158,6 +158,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 	defer func() {
 		cancel() // unblocks the reader
 		<-rd.done
+		rd.release()
 	}()
 
 	idle := x.g.idleTimeout()
@@ -188,7 +189,6 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	// drain feeds every chunk the reader has queued; it returns a result
 	// when the attempt ended on the upstream's side.
-	var batch []upChunk
 	drain := func() (pipeline.Step, *result) {
 		// What the chunks of one batch release goes to the client in one
 		// write: under load the reader queues several, as a proxy's read
@@ -196,8 +196,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 		x.batch = true
 		defer func() { x.batch = false; x.flush() }()
 		var step pipeline.Step
-		batch = rd.take(batch)
-		q := batch
+		q := rd.take()
 		for i, uc := range q {
 			if closed {
 				break
@@ -245,7 +244,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 				rd.unread(q[i+1:]) // a local repair reads the rest
 				return x.step, nil // failed: the chunk may still be pending
 			}
-			rd.put(uc.p) // feed kept what it holds on to
+			rd.put(uc) // feed kept what it holds on to
 			step = x.step
 		}
 		if step == (pipeline.Step{}) { // nothing was fed: say where the attempt is

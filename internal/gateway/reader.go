@@ -15,10 +15,35 @@ import (
 // upstream could not be asked or refused the request.
 type upChunk struct {
 	p       []byte
+	blk     *block // where p is kept, nil when it has a buffer of its own
 	at      time.Time
 	err     error
 	refused *result
 }
+
+// A block holds the payloads the reader copied, one after the other: a
+// stream's chunks share a few pooled blocks instead of a buffer each. A
+// block goes back to the pool once the reader moved on to another and the
+// gateway put back every payload kept in it.
+type block struct {
+	buf  []byte
+	live int  // payloads kept in it not yet put back
+	full bool // the reader moved on to another block
+}
+
+const (
+	blockSize = 16 << 10
+	// bigPayload is the largest payload kept in a block; a larger one
+	// (a long tool call, a big timings object) gets its own buffer.
+	bigPayload = blockSize / 4
+	// queueCap is the capacity of a pooled queue: a whole short answer.
+	queueCap = 256
+)
+
+var (
+	blockPool = sync.Pool{New: func() any { return &block{buf: make([]byte, 0, blockSize)} }}
+	queuePool = sync.Pool{New: func() any { q := make([]upChunk, 0, queueCap); return &q }}
+)
 
 // readerQueueBytes bounds what the reader queues ahead of the gateway:
 // past it the reader stops reading, and TCP back-pressure holds the
@@ -35,8 +60,11 @@ const readerQueueBytes = 1 << 20
 type reader struct {
 	mu     sync.Mutex
 	q      []upChunk
+	spare  []upChunk // the queue the gateway took last, free again at the next take
+	qMax   int       // the longest the queue was
 	qBytes int
-	free   [][]byte  // payload buffers the gateway is done with
+	blk    *block // the block payloads are copied into
+	blocks struct{ used, recycled int }
 	last   time.Time // arrival of the last payload (the start before one)
 	ready  chan struct{}
 	space  chan struct{} // the gateway took the queue
@@ -54,8 +82,10 @@ type reader struct {
 func startReader(ctx context.Context, open func() (*upstream.Stream, *result), clk clock.Clock, hook func()) *reader {
 	r := &reader{last: clk.Now(), ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
 		stop: ctx.Done(), clk: clk}
+	r.q, r.spare = getQueue(), getQueue()
 	go func() {
 		defer close(r.done)
+		defer r.retire()
 		st, refused := open()
 		if refused != nil {
 			r.push(upChunk{at: r.now(), refused: refused}, hook)
@@ -66,7 +96,7 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 			p, err := st.Next()
 			c := upChunk{at: r.now(), err: err}
 			if err == nil {
-				c.p = append(r.buffer(), p...) // Next's slice is reused
+				r.copyIn(&c, p) // Next's slice is reused
 			}
 			r.push(c, hook)
 			if err != nil {
@@ -80,6 +110,7 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 func (r *reader) push(c upChunk, hook func()) {
 	r.mu.Lock()
 	r.q = append(r.q, c)
+	r.qMax = max(r.qMax, len(r.q))
 	r.qBytes += len(c.p)
 	if c.err == nil && c.refused == nil {
 		r.last = c.at
@@ -136,36 +167,93 @@ func (r *reader) now() time.Time {
 	return r.clk.Now().Add(-r.paused)
 }
 
-func (r *reader) buffer() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if n := len(r.free); n > 0 {
-		b := r.free[n-1]
-		r.free = r.free[:n-1]
-		return b[:0]
-	}
-	return nil
-}
-
-// put gives back a payload's buffer once nothing refers to it.
-func (r *reader) put(p []byte) {
-	if cap(p) == 0 {
+// copyIn copies p into the reader's block (a new one when it is full).
+func (r *reader) copyIn(c *upChunk, p []byte) {
+	if len(p) > bigPayload {
+		c.p = append([]byte(nil), p...)
 		return
 	}
 	r.mu.Lock()
-	if len(r.free) < 64 {
-		r.free = append(r.free, p[:0])
+	defer r.mu.Unlock()
+	b := r.blk
+	if b == nil || cap(b.buf)-len(b.buf) < len(p) {
+		r.retireLocked()
+		b = blockPool.Get().(*block)
+		r.blk = b
+		r.blocks.used++
 	}
+	n := len(b.buf)
+	b.buf = append(b.buf, p...)
+	c.p, c.blk = b.buf[n:len(b.buf):len(b.buf)], b
+	b.live++
+}
+
+// retire lets the current block go back to the pool once its payloads
+// are put back; the reader calls it when it stops.
+func (r *reader) retire() {
+	r.mu.Lock()
+	r.retireLocked()
 	r.mu.Unlock()
 }
 
-// take returns the queued payloads; the queue goes on in spare, the
-// slice the previous take returned, so that taking allocates nothing.
-func (r *reader) take(spare []upChunk) []upChunk {
+func (r *reader) retireLocked() {
+	if b := r.blk; b != nil {
+		r.blk = nil
+		b.full = true
+		r.recycle(b)
+	}
+}
+
+func (r *reader) recycle(b *block) {
+	if b.full && b.live == 0 {
+		b.buf, b.full = b.buf[:0], false
+		blockPool.Put(b)
+		r.blocks.recycled++
+	}
+}
+
+// put gives back a payload once nothing refers to it: its block may then
+// serve another stream.
+func (r *reader) put(c upChunk) {
+	if c.blk == nil {
+		return
+	}
+	r.mu.Lock()
+	c.blk.live--
+	r.recycle(c.blk)
+	r.mu.Unlock()
+}
+
+func getQueue() []upChunk { return (*queuePool.Get().(*[]upChunk))[:0] }
+
+// putQueue pools q, of which the first used entries were written.
+func putQueue(q []upChunk, used int) {
+	if cap(q) == 0 || cap(q) > 4*queueCap {
+		return
+	}
+	clear(q[:min(used, cap(q))]) // drop the payloads it points to
+	q = q[:0]
+	queuePool.Put(&q)
+}
+
+// release gives the queues back once the attempt is over and the reader
+// has stopped (done is closed): nothing may use the reader after it.
+func (r *reader) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	putQueue(r.q, r.qMax)
+	putQueue(r.spare, r.qMax)
+	r.q, r.spare = nil, nil
+}
+
+// take returns the queued payloads, valid until the next take; the queue
+// goes on in the slice the previous take returned, so that taking
+// allocates nothing.
+func (r *reader) take() []upChunk {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.q
-	r.q, r.qBytes = spare[:0], 0
+	r.q, r.spare, r.qBytes = r.spare[:0], q, 0
 	select {
 	case r.space <- struct{}{}:
 	default:
@@ -180,6 +268,7 @@ func (r *reader) unread(q []upChunk) {
 	}
 	r.mu.Lock()
 	r.q = append(append([]upChunk(nil), q...), r.q...)
+	r.qMax = max(r.qMax, len(r.q))
 	for _, c := range q {
 		r.qBytes += len(c.p)
 	}
@@ -197,13 +286,13 @@ func (r *reader) next(ctx context.Context) func() ([]byte, error) {
 	var q []upChunk
 	return func() ([]byte, error) {
 		for len(q) == 0 {
-			if q = r.take(nil); len(q) > 0 {
+			if q = r.take(); len(q) > 0 {
 				break
 			}
 			select {
 			case <-r.ready:
 			case <-r.done:
-				if q = r.take(nil); len(q) == 0 {
+				if q = r.take(); len(q) == 0 {
 					return nil, io.EOF // the end was taken already
 				}
 			case <-ctx.Done():

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DefaultMaxLine is the longest line a Reader accepts unless told
@@ -62,7 +63,37 @@ func NewReaderSize(r io.Reader, maxLine int) *Reader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10), maxLine: maxLine}
+	rd := readerPool.Get().(*Reader)
+	rd.br.Reset(r)
+	rd.maxLine = maxLine
+	return rd
+}
+
+// readBufferSize is the size of a reader's buffer: a network read of a
+// fast stream brings many events at once.
+const readBufferSize = 16 << 10
+
+// readerPool holds released readers with their buffers, so that a stream
+// costs no buffer allocation once a few have been read.
+var readerPool = sync.Pool{New: func() any { return &Reader{br: bufio.NewReaderSize(nil, readBufferSize)} }}
+
+// Release gives the reader and its buffers back for another stream; the
+// reader, and any event or data it returned, must not be used after it.
+func (r *Reader) Release() {
+	r.br.Reset(nil)
+	r.ev = Event{}
+	r.data = keepSmall(r.data)
+	r.long = keepSmall(r.long)
+	readerPool.Put(r)
+}
+
+// keepSmall empties b, dropping it when a long line grew it: a pooled
+// buffer should not pin a megabyte.
+func keepSmall(b []byte) []byte {
+	if cap(b) > 64<<10 {
+		return nil
+	}
+	return b[:0]
 }
 
 // readLine returns the next line without its line end. The slice is
@@ -161,7 +192,20 @@ func NewLineReaderSize(r io.Reader, maxLine int) *LineReader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLine
 	}
-	return &LineReader{br: bufio.NewReaderSize(r, 16<<10), maxLine: maxLine}
+	rd := lineReaderPool.Get().(*LineReader)
+	rd.br.Reset(r)
+	rd.maxLine = maxLine
+	return rd
+}
+
+var lineReaderPool = sync.Pool{New: func() any { return &LineReader{br: bufio.NewReaderSize(nil, readBufferSize)} }}
+
+// Release gives the reader and its buffers back for another stream; the
+// reader, and any line it returned, must not be used after it.
+func (r *LineReader) Release() {
+	r.br.Reset(nil)
+	r.long = keepSmall(r.long)
+	lineReaderPool.Put(r)
 }
 
 // Next returns the next non-blank line, valid until the next call, or

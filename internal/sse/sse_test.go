@@ -207,3 +207,39 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+// TestReleasedReaderForgetsItsStream: a reader released in the middle of
+// an event (a long line, data buffered but not read) serves the next
+// stream with nothing of the first.
+func TestReleasedReaderForgetsItsStream(t *testing.T) {
+	long := strings.Repeat("x", 40<<10)
+	first := "event: error\nid: 7\ndata: one\ndata: " + long + "\n\ndata: never read\n\n"
+	rd := NewReader(strings.NewReader(first))
+	if _, err := rd.Next(); err != nil {
+		t.Fatal(err)
+	}
+	rd.Release()
+	for range 3 { // whichever pooled reader comes back
+		rd := NewReader(strings.NewReader("data: two\n\n"))
+		ev, err := rd.Next()
+		if err != nil || ev.Name != "" || ev.ID != "" || string(ev.Data) != "two" {
+			t.Fatalf("got %+v, %v; want only the event \"two\"", ev, err)
+		}
+		if _, err := rd.Next(); err != io.EOF {
+			t.Fatalf("after the last event: %v, want io.EOF", err)
+		}
+		rd.Release()
+	}
+	lr := NewLineReader(strings.NewReader(`{"a":1}` + "\n" + long + "\n"))
+	if _, err := lr.Next(); err != nil {
+		t.Fatal(err)
+	}
+	lr.Release()
+	lr = NewLineReader(strings.NewReader(`{"b":2}` + "\n"))
+	if l, err := lr.Next(); err != nil || string(l) != `{"b":2}` {
+		t.Fatalf("got %q, %v", l, err)
+	}
+	if _, err := lr.Next(); err != io.EOF {
+		t.Fatalf("after the last line: %v, want io.EOF", err)
+	}
+}

@@ -69,6 +69,19 @@ func (s *Stream) Next() ([]byte, error) {
 	return ev.Data, nil
 }
 
-// Close closes the body. Closing before the end aborts the request, which
-// makes llama-server and Ollama stop generating.
-func (s *Stream) Close() error { return s.body.Close() }
+// Close closes the body and gives the framing buffers back; no payload
+// Next returned may be used after it. Closing before the end aborts the
+// request, which makes llama-server and Ollama stop generating.
+func (s *Stream) Close() error {
+	err := s.body.Close()
+	if s.sse != nil {
+		s.sse.Release()
+		s.sse = nil
+	}
+	if s.lines != nil {
+		s.lines.Release()
+		s.lines = nil
+	}
+	s.done = true
+	return err
+}
