@@ -131,8 +131,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 	x.optimistic = chk.Mode() == policy.ModeOptimistic
 	// The new attempt continues the released prefix: its checks see the
 	// whole output.
-	x.text = x.text[:x.sent]
-	x.pending = x.pending[:0]
+	x.restart()
 	x.tools = toolAcc{}
 	x.olTools, x.heldTool, x.tail, x.finish = nil, nil, nil, ""
 	if x.sent > 0 {
@@ -305,9 +304,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 			}
 			return result{kind: kind, verdict: chk.Verdict(n)}
 		}
-		if held := len(x.text) - x.sent; held > x.heldMax {
-			x.heldMax = held
-		}
+		x.noteHeld()
 		if !step.Wake.Equal(wake) {
 			wake = step.Wake
 			if wake.IsZero() {
@@ -368,9 +365,7 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 		return false
 	}
 	x.release(x.step.Release)
-	if held := len(x.text) - x.sent; held > x.heldMax {
-		x.heldMax = held
-	}
+	x.noteHeld()
 	// Chunks still pending must outlive the stream reader's buffer.
 	for i := len(x.pending) - 1; i >= 0 && !x.pending[i].owned; i-- {
 		x.pending[i].raw, x.pending[i].owned = x.keep(x.pending[i].raw), true
@@ -393,18 +388,6 @@ func (x *exchange) keepTail(p []byte, c *chunk) {
 }
 
 func clone(p []byte) []byte { return append([]byte(nil), p...) }
-
-// keep copies a chunk that must outlive the stream reader's buffer into a
-// buffer released chunks gave back, so that holding chunks back costs no
-// allocation once a stream is under way.
-func (x *exchange) keep(p []byte) []byte {
-	if n := len(x.spare); n > 0 {
-		b := x.spare[n-1]
-		x.spare = x.spare[:n-1]
-		return append(b, p...)
-	}
-	return clone(p)
-}
 
 // upstreamVerdict judges an attempt whose upstream broke off.
 func (x *exchange) upstreamVerdict(err error) validator.Verdict {

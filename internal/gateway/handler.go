@@ -142,20 +142,10 @@ type exchange struct {
 	repaired     bool
 	optimistic   bool
 
-	// text is the output: the released prefix text[:sent] plus the
-	// current attempt's text after it.
-	text    []byte
-	sent    int
-	pending []pend
-	step    pipeline.Step // the attempt's step after the last feed
-	tpl     template
-	// spare are buffers of released pending chunks, reused by keep;
-	// scratch holds a synthesized chunk until emit copies it.
-	spare   [][]byte
-	scratch []byte
-	rc      *http.ResponseController // made once, for every write
-	batch   bool                     // release leaves the write to the end of the batch
-	outBuf  *[]byte                  // out's pooled storage (recycle)
+	releaser               // the output, what was sent of it and what waits
+	step     pipeline.Step // the attempt's step after the last feed
+	tpl      template
+	rc       *http.ResponseController // made once, for every write
 
 	tools toolAcc
 	acc   fieldAcc // a non-streaming answer's other fields (rebuild.go)
@@ -167,21 +157,9 @@ type exchange struct {
 	tail     [][]byte
 	finish   string
 
-	wroteHeader bool
-	out         []byte // write buffer (stream)
-	firstUp     time.Time
-	firstOut    time.Time
-	lastUp      time.Time // the last upstream chunk read
-	heldMax     int
+	firstUp time.Time
+	lastUp  time.Time // the last upstream chunk read
 
 	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
 	carried int         // released tokens of earlier attempts
-}
-
-// pend is an upstream chunk not yet (wholly) given to the client, with
-// the output offsets of its text.
-type pend struct {
-	raw        []byte
-	start, end int
-	owned      bool
 }

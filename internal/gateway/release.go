@@ -6,10 +6,65 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
+
+// releaser owns the output and the client's side of it: the output text
+// (the released prefix text[:sent], then the current attempt's text), how
+// much of it the client was sent, the upstream chunks that wait, and the
+// stream's write buffer. The text is kept here once: an attempt's checks
+// read it as it is fed, and the attempt keeps only its length; the
+// attempt's release point says how far the releaser may go.
+type releaser struct {
+	text    []byte
+	sent    int
+	pending []pend
+	// spare are buffers of released pending chunks, reused by keep;
+	// scratch holds a synthesized chunk until emit copies it.
+	spare   [][]byte
+	scratch []byte
+	batch   bool    // release leaves the write to the end of the batch
+	out     []byte  // write buffer (stream)
+	outBuf  *[]byte // out's pooled storage (recycle)
+
+	wroteHeader bool
+	firstOut    time.Time // the first text the client got
+	heldMax     int       // the most text held back at once
+}
+
+// pend is an upstream chunk not yet (wholly) given to the client, with
+// the output offsets of its text.
+type pend struct {
+	raw        []byte
+	start, end int
+	owned      bool
+}
+
+// restart begins a new attempt after the released prefix.
+func (r *releaser) restart() {
+	r.text = r.text[:r.sent]
+	r.pending = r.pending[:0]
+}
+
+// noteHeld records how much text is held back now.
+func (r *releaser) noteHeld() {
+	r.heldMax = max(r.heldMax, len(r.text)-r.sent)
+}
+
+// keep copies a chunk that must outlive the stream reader's buffer into a
+// buffer released chunks gave back, so that holding chunks back costs no
+// allocation once a stream is under way.
+func (r *releaser) keep(p []byte) []byte {
+	if n := len(r.spare); n > 0 {
+		b := r.spare[n-1]
+		r.spare = r.spare[:n-1]
+		return append(b, p...)
+	}
+	return clone(p)
+}
 
 // release gives the client the output up to rp. Upstream chunks wholly
 // inside the released range go out byte for byte (their unknown fields
@@ -88,12 +143,12 @@ var outPool = sync.Pool{New: func() any { b := make([]byte, 0, maxBatchBytes+4<<
 
 // recycle gives the stream's write buffer back once nothing more is
 // written.
-func (x *exchange) recycle() {
-	if x.outBuf != nil && cap(x.out) <= 1<<20 {
-		*x.outBuf = x.out[:0]
-		outPool.Put(x.outBuf)
+func (r *releaser) recycle() {
+	if r.outBuf != nil && cap(r.out) <= 1<<20 {
+		*r.outBuf = r.out[:0]
+		outPool.Put(r.outBuf)
 	}
-	x.outBuf, x.out = nil, nil
+	r.outBuf, r.out = nil, nil
 }
 
 func (x *exchange) writeStreamHeader() {

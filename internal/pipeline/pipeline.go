@@ -92,7 +92,9 @@ type Attempt struct {
 	bgs      []validator.Background
 	notify   chan struct{}
 
-	text      []byte
+	// fed is how much output was fed: the text itself is the caller's
+	// (the gateway keeps it once) and each check's own.
+	fed       int
 	toolFinds []validator.Finding
 	own       []validator.Finding // the caller's and max_hold's findings
 	failed    bool
@@ -238,9 +240,9 @@ func (a *Attempt) Feed(p []byte, at time.Time) Step {
 	if len(a.tickers) > 0 {
 		a.tick(at) // the time up to the arrival, before the text
 	}
-	a.text = append(a.text, p...)
+	a.fed += len(p)
 	if a.maxHold > 0 && len(p) > 0 {
-		a.arrivals = append(a.arrivals, arrival{end: len(a.text), at: at})
+		a.arrivals = append(a.arrivals, arrival{end: a.fed, at: at})
 	}
 	if !a.failed || a.complete {
 		for _, v := range a.vs {
@@ -408,8 +410,8 @@ func (a *Attempt) heldByBackground() (o, sync int, who string) {
 		k++
 	}
 	a.arrivals = a.arrivals[k:]
-	sync = len(a.text)
-	bg := len(a.text)
+	sync = a.fed
+	bg := a.fed
 	for _, v := range a.vs {
 		n := v.Settled()
 		if _, ok := v.(validator.Background); ok {
@@ -480,7 +482,7 @@ func (a *Attempt) checkFailed() {
 	first := -1
 	for i := range a.toolFinds {
 		if a.failing(&a.toolFinds[i]) {
-			first = len(a.text)
+			first = a.fed
 			break
 		}
 	}
@@ -507,11 +509,11 @@ func (a *Attempt) checkFailed() {
 	default:
 		a.frozen = min(a.settled(), first)
 	}
-	a.frozen = max(a.released, 0, min(a.frozen, len(a.text)))
+	a.frozen = max(a.released, 0, min(a.frozen, a.fed))
 }
 
 func (a *Attempt) settled() int {
-	s := len(a.text)
+	s := a.fed
 	for _, v := range a.vs {
 		n := v.Settled()
 		if _, ok := v.(validator.Background); ok {
@@ -530,9 +532,9 @@ func (a *Attempt) ReleasePoint() int {
 	}
 	switch {
 	case a.state == Done:
-		return len(a.text)
+		return a.fed
 	case a.mode == policy.ModeOptimistic:
-		return len(a.text)
+		return a.fed
 	case a.mode == policy.ModeBuffer:
 		return 0
 	}
@@ -563,9 +565,8 @@ func (a *Attempt) Verdict(attempt int) validator.Verdict {
 	return a.pol.Decide(a.Findings(), attempt)
 }
 
-// Text returns the output so far. The slice is the attempt's own; do not
-// modify it.
-func (a *Attempt) Text() []byte { return a.text }
+// Len returns how many bytes of output were fed.
+func (a *Attempt) Len() int { return a.fed }
 
 // Mode returns the resolved release mode (never ModeAuto).
 func (a *Attempt) Mode() policy.Mode { return a.mode }
