@@ -51,15 +51,9 @@ func (x *exchange) run() {
 		case resCancelled:
 			x.finished(events.OutcomeCancelled, 0)
 			return
-		case resRefused:
-			// Only the client's own request can be refused as such; a
-			// refused retry is the gateway's doing and halts below.
-			if x.attempts == 1 && x.sent == 0 && !x.wroteHeader {
-				x.refused(res)
-				return
-			}
-			res.verdict = x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError,
-				Start: x.sent, End: x.sent, Message: res.errMessage()})
+		case resRefused: // the client's own request (a refused retry fails its attempt)
+			x.refused(res)
+			return
 		}
 		v := res.verdict
 		x.publish(events.Event{Kind: events.Verdict, RequestID: x.id, Route: x.route.String(), Upstream: x.up.Name,
@@ -78,7 +72,7 @@ func (x *exchange) run() {
 // retryable reports whether a failed attempt gets another one (see
 // decideNext), and for a stall, picks the upstream for it.
 func (x *exchange) retryable(v validator.Verdict) bool {
-	switch decideNext(v, sofar{attempts: x.attempts, maxAttempts: x.g.maxAttempts(), optimisticSent: x.optimistic && x.sent > 0, stallRetried: x.stallRetried}) {
+	switch decideNext(v, sofar{attempts: x.attempts, maxAttempts: x.g.maxAttempts(), optimisticSent: x.optimistic && x.sent > 0, stallRetried: x.stallRetried, capped: x.capped}) {
 	case nextHalt:
 		return false
 	case nextProbe:
@@ -106,7 +100,9 @@ func (r *result) errMessage() string {
 	return "upstream error"
 }
 
-// decide turns a gateway-made finding into a verdict under the policy.
+// decide turns a gateway-made finding into a verdict under the policy,
+// where no attempt is there to take it (its checks could not be built, or
+// the upstream refused the client's own request).
 func (x *exchange) decide(f validator.Finding) validator.Verdict {
 	return x.g.policy().Decide([]validator.Finding{f}, x.attempts)
 }
@@ -184,7 +180,8 @@ func (x *exchange) attempt(n int, body []byte) result {
 	// checks clear of the text as it stands goes out first.
 	upstreamFailed := func(err error, at time.Time) (pipeline.Step, *result) {
 		x.releaseCleared(chk, at)
-		return pipeline.Step{}, &result{kind: resFail, verdict: x.upstreamVerdict(err)}
+		return x.failWith(chk, n, validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError,
+			Start: len(x.text), End: len(x.text), Message: err.Error()}, at)
 	}
 	// drain feeds every chunk the reader has queued; it returns a result
 	// when the attempt ended on the upstream's side.
@@ -204,6 +201,12 @@ func (x *exchange) attempt(n int, body []byte) result {
 			case uc.refused != nil:
 				if x.r.Context().Err() != nil {
 					return step, &result{kind: resCancelled}
+				}
+				if n > 1 || x.sent > 0 || x.wroteHeader {
+					// Only the client's own request can be refused as
+					// such; a refused retry is the gateway's doing.
+					return x.failWith(chk, n, validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError,
+						Start: x.sent, End: x.sent, Message: uc.refused.errMessage()}, uc.at)
 				}
 				return step, uc.refused
 			case uc.err == io.EOF:
@@ -227,9 +230,10 @@ func (x *exchange) attempt(n int, body []byte) result {
 			if err := x.route.parse(p, &c); err != nil {
 				return upstreamFailed(err, uc.at)
 			}
-			if v, over := x.overCap(&c, n); over {
+			if f, over := x.overCap(&c); over {
 				cancel()
-				return step, &result{kind: resFail, verdict: v}
+				x.capped = true
+				return x.failWith(chk, n, f, uc.at)
 			}
 			if c.errMsg != "" {
 				return upstreamFailed(fmt.Errorf("upstream error in stream: %q", c.errMsg), uc.at)
@@ -389,7 +393,11 @@ func (x *exchange) keepTail(p []byte, c *chunk) {
 
 func clone(p []byte) []byte { return append([]byte(nil), p...) }
 
-// upstreamVerdict judges an attempt whose upstream broke off.
-func (x *exchange) upstreamVerdict(err error) validator.Verdict {
-	return x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Start: len(x.text), End: len(x.text), Message: err.Error()})
+// failWith ends the attempt with a finding the gateway made (the upstream
+// broke off or refused a retry, the response passed the memory cap): the
+// finding enters the attempt like any check's, so the attempt's verdict,
+// under the policy, is the one source of the outcome.
+func (x *exchange) failWith(chk Checker, n int, f validator.Finding, at time.Time) (pipeline.Step, *result) {
+	step := chk.Fail(f, at)
+	return step, &result{kind: resFail, verdict: chk.Verdict(n)}
 }

@@ -141,6 +141,7 @@ type exchange struct {
 	stallRetried bool
 	repaired     bool
 	optimistic   bool
+	capped       bool // the response passed MaxResponseBytes
 
 	releaser               // the output, what was sent of it and what waits
 	step     pipeline.Step // the attempt's step after the last feed

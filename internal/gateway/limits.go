@@ -162,17 +162,15 @@ func (x *exchange) writeOut() {
 }
 
 // overCap reports whether the chunk c would take the response past
-// MaxResponseBytes, with the verdict that halts it: a retry would only
-// produce as much again.
-func (x *exchange) overCap(c *chunk, n int) (validator.Verdict, bool) {
+// MaxResponseBytes, with the finding that fails the attempt (decideNext
+// halts it: a retry would only produce as much again).
+func (x *exchange) overCap(c *chunk) (validator.Finding, bool) {
 	limit := x.g.maxResponse()
 	if len(x.text)+len(c.text) <= limit {
-		return validator.Verdict{}, false
+		return validator.Finding{}, false
 	}
-	f := validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.text), End: len(x.text),
-		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}
-	return validator.Verdict{Verdict: validator.Fail, Risk: validator.RiskMedium, Reason: f.Reason, Action: validator.ActionHalt,
-		Findings: []validator.Finding{f}}, true
+	return validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.text), End: len(x.text),
+		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}, true
 }
 
 // releaseCleared is called when the upstream fails mid-stream: the text

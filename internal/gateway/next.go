@@ -34,6 +34,9 @@ type sofar struct {
 	// optimisticSent: optimistic release already gave the client text.
 	optimisticSent bool
 	stallRetried   bool
+	// capped: the response passed the gateway's memory cap; a retry
+	// would only produce as much again.
+	capped bool
 }
 
 // decideNext decides what follows a failed attempt: a pure function of
@@ -41,7 +44,7 @@ type sofar struct {
 // request's state.
 func decideNext(v validator.Verdict, s sofar) next {
 	switch {
-	case !v.Action.IsRetry(), s.attempts >= s.maxAttempts:
+	case !v.Action.IsRetry(), s.attempts >= s.maxAttempts, s.capped:
 		return nextHalt
 	case s.optimisticSent:
 		// The client has seen text a check rejected: no repair can hide it.

@@ -26,6 +26,7 @@ func TestDecideNext(t *testing.T) {
 		{"late guard fail after optimistic release", v(validator.ReasonUnsafeContent, validator.ActionHalt), sofar{attempts: 1, maxAttempts: 4, optimisticSent: true}, nextHalt},
 		{"first stall probes", stall, sofar{attempts: 1, maxAttempts: 4}, nextProbe},
 		{"second stall halts", stall, sofar{attempts: 2, maxAttempts: 4, stallRetried: true}, nextHalt},
+		{"memory cap", v(validator.ReasonLengthExceeded, validator.ActionRetryWithCorrection), sofar{attempts: 1, maxAttempts: 4, capped: true}, nextHalt},
 		{"block", v(validator.ReasonPromptInjection, validator.ActionBlock), sofar{attempts: 1, maxAttempts: 4}, nextHalt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
