@@ -94,12 +94,7 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 		defer st.Close()
 		for {
 			p, err := st.Next()
-			c := upChunk{at: r.now(), err: err}
-			if err == nil {
-				r.copyIn(&c, p) // Next's slice is reused
-			}
-			r.push(c, hook)
-			if err != nil {
+			if r.pushPayload(p, err, hook); err != nil {
 				return
 			}
 		}
@@ -107,8 +102,26 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 	return r
 }
 
+// pushPayload queues what the stream's Next returned, stamped with its
+// arrival, copying p (Next reuses it): one lock per payload.
+func (r *reader) pushPayload(p []byte, err error, hook func()) {
+	r.mu.Lock()
+	c := upChunk{at: r.nowLocked(), err: err}
+	if err == nil {
+		r.copyInLocked(&c, p)
+	}
+	r.pushLocked(c, hook)
+}
+
 func (r *reader) push(c upChunk, hook func()) {
 	r.mu.Lock()
+	r.pushLocked(c, hook)
+}
+
+// pushLocked queues c and unlocks r.mu. The gateway is signalled only
+// when the queue was empty: a queue with payloads in it was signalled
+// already and not yet taken.
+func (r *reader) pushLocked(c upChunk, hook func()) {
 	r.q = append(r.q, c)
 	r.qMax = max(r.qMax, len(r.q))
 	r.qBytes += len(c.p)
@@ -116,10 +129,13 @@ func (r *reader) push(c upChunk, hook func()) {
 		r.last = c.at
 	}
 	full := r.qBytes > readerQueueBytes
+	signal := len(r.q) == 1
 	r.mu.Unlock()
-	select {
-	case r.ready <- struct{}{}:
-	default:
+	if signal {
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
 	}
 	if hook != nil {
 		hook()
@@ -161,20 +177,22 @@ func (r *reader) waitSpace() {
 func (r *reader) now() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.nowLocked()
+}
+
+func (r *reader) nowLocked() time.Time {
 	if !r.pauseStart.IsZero() {
 		return r.pauseStart.Add(-r.paused)
 	}
 	return r.clk.Now().Add(-r.paused)
 }
 
-// copyIn copies p into the reader's block (a new one when it is full).
-func (r *reader) copyIn(c *upChunk, p []byte) {
+// copyInLocked copies p into the reader's block (a new one when it is full).
+func (r *reader) copyInLocked(c *upChunk, p []byte) {
 	if len(p) > bigPayload {
 		c.p = append([]byte(nil), p...)
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	b := r.blk
 	if b == nil || cap(b.buf)-len(b.buf) < len(p) {
 		r.retireLocked()
