@@ -17,6 +17,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
 
 	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -27,7 +30,15 @@ func main() {
 	replay := flag.String("replay", "", "recorded SSE stream to serve")
 	tokens := flag.Int("tokens", 0, "content chunks to keep of the recording (0: all)")
 	proxy := flag.String("proxy", "", "URL to reverse-proxy to")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until SIGINT or SIGTERM")
 	flag.Parse()
+	if *cpuProfile != "" {
+		stop, err := profile(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer stop()
+	}
 	var h http.Handler
 	switch {
 	case *replay != "" && *proxy == "":
@@ -49,7 +60,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadrig: give one of -replay FILE or -proxy URL")
 		os.Exit(2)
 	}
-	log.Fatal(http.ListenAndServe(*listen, h))
+	srv := &http.Server{Addr: *listen, Handler: h}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		srv.Close()
+	}()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		log.Fatal(err)
+	}
+}
+
+// profile writes a CPU profile to path until the returned stop is called.
+func profile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // load reads the recording's events, keeping the chunks before the text,
