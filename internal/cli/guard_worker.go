@@ -23,6 +23,7 @@ func init() {
 		var (
 			natsURL, id, name, guardURL, kind, ollamaModel string
 			concurrency                                    int
+			logVerdicts                                    bool
 			gs                                             guardServerConfig
 		)
 		c := &cobra.Command{
@@ -63,7 +64,7 @@ device and measured time to verdict.`,
 				if id == "" {
 					id = fmt.Sprintf("%s-%d", fleet.Hostname(), os.Getpid())
 				}
-				return runGuardWorker(cmd.Context(), stdio, natsURL, id, name, concurrency, gs, guardURL, k, ollamaModel)
+				return runGuardWorker(cmd.Context(), stdio, natsURL, id, name, concurrency, logVerdicts, gs, guardURL, k, ollamaModel)
 			},
 		}
 		f := c.Flags()
@@ -78,6 +79,7 @@ device and measured time to verdict.`,
 		f.StringVar(&name, "model-name", "", "model name gateways ask for (default: the --model file name without .gguf)")
 		f.StringVar(&id, "id", "", "this worker's name in the fleet (default host-pid)")
 		f.IntVar(&concurrency, "concurrency", 4, "guard calls run at once (the server's parallel slots)")
+		f.BoolVar(&logVerdicts, "log-verdicts", false, "log every verdict sent, with the gateway's request id and attempt (never the text)")
 		return c
 	})
 }
@@ -99,7 +101,7 @@ func (s serverJudge) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, e
 	return c.Judge(ctx, j)
 }
 
-func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, concurrency int,
+func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, concurrency int, logVerdicts bool,
 	gs guardServerConfig, guardURL string, kind llm.Kind, ollamaModel string) error {
 	log := logging.New(stdio.Err, logging.Options{})
 	judge := serverJudge{url: func() string { return guardURL }, kind: kind, model: ollamaModel}
@@ -118,7 +120,8 @@ func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, co
 		return err
 	}
 	defer nc.Close()
-	w := &guardnats.Worker{NC: nc, ID: id, Model: name, Device: device, Judge: judge, Concurrency: concurrency, Log: log}
+	w := &guardnats.Worker{NC: nc, ID: id, Model: name, Device: device, Judge: judge, Concurrency: concurrency, Log: log,
+		LogVerdicts: logVerdicts}
 	return w.Run(ctx)
 }
 

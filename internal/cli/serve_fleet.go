@@ -113,7 +113,7 @@ func workerExtra(sup *supervisor.Supervisor, gc guardServerConfig, fc fleetConfi
 		failOpen = *gc.FailOpen
 	}
 	return func(req *validator.Request) []validator.Validator {
-		c := llm.Config{NATS: fc.NATS, Model: fc.GuardWorkers, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen}
+		c := llm.Config{NATS: fc.NATS, Model: fc.GuardWorkers, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen, Deadline: gc.Deadline}
 		if sup != nil {
 			c.URL = sup.URL()
 		}

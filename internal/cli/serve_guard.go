@@ -36,6 +36,8 @@ type guardServerConfig struct {
 	Env         []string `yaml:"env"`
 	Task        string   `yaml:"task"`
 	FailOpen    *bool    `yaml:"fail_open"`
+	// Deadline bounds every guard call (guard_llm's deadline).
+	Deadline time.Duration `yaml:"deadline"`
 }
 
 // guardFlags adds serve's guard-server flags; they override the config.
@@ -45,6 +47,7 @@ func guardFlags(c *cobra.Command, g *guardServerConfig) {
 	f.StringVar(&g.Device, "guard-device", "", "device for the guard model: auto (measure, cached), CPU, or a llama.cpp device name such as Vulkan0 (default auto)")
 	f.StringVar(&g.LlamaServer, "guard-llama-server", "", "llama-server binary for the guard (default: llama-server on PATH)")
 	f.StringArrayVar(&g.Env, "guard-env", nil, "K=V environment for the guard server, repeatable (e.g. GGML_VK_VISIBLE_DEVICES=0)")
+	f.DurationVar(&g.Deadline, "guard-deadline", 0, "how long one guard verdict may take, on the guard server or the guard workers (default 2s)")
 }
 
 // merge lays the flags that were set over the config file's section.
@@ -60,6 +63,9 @@ func (g guardServerConfig) merge(flags guardServerConfig) guardServerConfig {
 	}
 	if len(flags.Env) > 0 {
 		g.Env = flags.Env
+	}
+	if flags.Deadline > 0 {
+		g.Deadline = flags.Deadline
 	}
 	return g
 }
@@ -144,7 +150,7 @@ func guardExtra(sup *supervisor.Supervisor, gc guardServerConfig, log *slog.Logg
 		if url == "" {
 			return nil
 		}
-		v, err := llm.New(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen}, req, nil)
+		v, err := llm.New(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen, Deadline: gc.Deadline}, req, nil)
 		if err != nil {
 			log.Warn("guard check not built", "err", err)
 			return nil

@@ -5,6 +5,10 @@
 // backends apply. Classification never decides placement on its own; it
 // tells aegis bench sentinel what to measure.
 //
+// Device is the one device type of Aegis: discovery fills it, placement
+// plans on it, and the guard supervisor, the benchmarks and the sweep pin
+// llama-server to it.
+//
 // Discovery reads files under a root directory (normally "/"), so tests run
 // on recorded sysfs/proc trees under testdata/sysfs/<machine>.
 package devices

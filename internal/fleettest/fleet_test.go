@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/cli"
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/store"
@@ -50,7 +51,7 @@ func startWorker(t *testing.T, bin, natsURL, id, device, guardURL string) *worke
 	t.Helper()
 	w := &worker{log: &syncBuffer{}}
 	w.cmd = exec.Command(bin, "guard-worker", "--nats", natsURL, "--guard-url", guardURL, "--model-name", "stories",
-		"--id", id, "--device", device, "--concurrency", "2")
+		"--id", id, "--device", device, "--concurrency", "2", "--log-verdicts")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -108,7 +109,10 @@ func gateway(t *testing.T, name, upstream, natsURL, pgURL string) (string, func(
 	var errb syncBuffer
 	go func() {
 		done <- cli.Run(ctx, []string{"serve", "--listen", addr, "--upstream", upstream, "--kind", "llama-server",
-			"--name", name, "--nats", natsURL, "--guard-workers", "stories", "--incidents-db", pgURL, "--log-format", "json"},
+			"--name", name, "--nats", natsURL, "--guard-workers", "stories", "--incidents-db", pgURL, "--log-format", "json",
+			// A generous guard deadline: a verdict never arrives after the
+			// gateway gave up waiting for it, however loaded the machine.
+			"--guard-deadline", "30s"},
 			&cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &errb})
 	}()
 	var once sync.Once
@@ -133,6 +137,38 @@ func gateway(t *testing.T, name, upstream, natsURL, pgURL string) (string, func(
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// judgement is one verdict a guard worker sent, from its --log-verdicts
+// log.
+type judgement struct {
+	Msg       string `json:"msg"`
+	RequestID string `json:"request_id"`
+	Attempt   int    `json:"attempt"`
+	Bytes     int    `json:"bytes"`
+	Verdict   string `json:"verdict"`
+	Delivered bool   `json:"delivered"`
+	worker    string
+}
+
+// judgements reads the verdicts every worker logged.
+func judgements(t *testing.T, ws map[string]*worker) []judgement {
+	t.Helper()
+	var out []judgement
+	for id, w := range ws {
+		for line := range strings.SplitSeq(w.log.String(), "\n") {
+			var j judgement
+			if json.Unmarshal([]byte(line), &j) != nil || j.Msg != "guard worker verdict" {
+				continue
+			}
+			if j.RequestID == "" || j.Attempt < 1 || (j.Verdict != "pass" && j.Verdict != "fail") {
+				t.Errorf("%s logged a verdict without its response: %s", id, line)
+			}
+			j.worker = id
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 type syncBuffer struct {
@@ -175,6 +211,7 @@ type outcome struct {
 	reason   string
 	attempts int
 	halted   bool
+	content  int           // bytes of message content the client received
 	tail     time.Duration // last chunk read to end of stream
 }
 
@@ -216,6 +253,12 @@ func stream(ctx context.Context, base string, i int) (outcome, error) {
 		if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"error"`) {
 			o.halted = true
 		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var f chunkscan.Fields
+			if chunkscan.Scan(chunkscan.Chat, []byte(data), &f) == nil && f.Text.Present() {
+				o.content += len(chunkscan.AppendString(nil, []byte(data), f.Text))
+			}
+		}
 		if line != "" {
 			last = time.Now()
 		}
@@ -234,8 +277,8 @@ func stream(ctx context.Context, base string, i int) (outcome, error) {
 // worker processes fronting real llama-servers (CPU and Vulkan0), one NATS, one
 // PostgreSQL, 300 streamed requests; a worker is killed, NATS is stopped
 // and restarted, and PostgreSQL is restarted, all mid-run. Every request
-// must end with a verdict, and every incident must be in PostgreSQL
-// exactly once.
+// must end with a verdict, no response a worker judged "fail" may be
+// released, and every incident must be in PostgreSQL exactly once.
 func TestFleet(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu", "llama-vulkan")
 	nt := testbed.StartNATS(t)
@@ -347,6 +390,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	want := map[string][2]int{} // request id -> retries, halts
+	byID := map[string]outcome{}
 	var maxTail time.Duration
 	for i, o := range results {
 		if errs[i] != nil {
@@ -360,9 +404,45 @@ func TestFleet(t *testing.T) {
 			h = 1
 		}
 		want[o.id] = [2]int{o.attempts - 1, h}
+		byID[o.id] = o
 		maxTail = max(maxTail, o.tail)
 	}
 	t.Logf("longest wait from the last chunk to the end of a stream: %s", maxTail)
+
+	// No response a worker judged "fail" was released: the attempt it
+	// judged was halted or replaced by a retry, and the client never got
+	// all of the text judged. Only a verdict NATS confirmed can have
+	// reached a gateway; one sent as NATS went away is counted apart.
+	js := judgements(t, map[string]*worker{"worker-cpu": workers[0], "worker-vulkan0": workers[1]})
+	var fails, undelivered int
+	judged := map[string]bool{}
+	for _, j := range js {
+		o, ok := byID[j.RequestID]
+		if !ok {
+			t.Errorf("%s judged request %s, which no client sent", j.worker, j.RequestID)
+			continue
+		}
+		judged[j.RequestID] = true
+		if j.Verdict != "fail" {
+			continue
+		}
+		if !j.Delivered {
+			undelivered++
+			continue
+		}
+		fails++
+		if o.attempts == j.Attempt && !o.halted {
+			t.Errorf("%s judged attempt %d of request %s fail, and the client got it released (verdict %s)", j.worker, j.Attempt, j.RequestID, o.verdict)
+		}
+		if j.Attempt == 1 && o.attempts == 1 && o.content >= j.Bytes {
+			t.Errorf("%s judged the first %d bytes of request %s fail, and the client got %d bytes", j.worker, j.Bytes, j.RequestID, o.content)
+		}
+	}
+	t.Logf("%d verdicts from the workers on %d of %d requests: %d fail (each halted or retried), %d fail sent as NATS went away",
+		len(js), len(judged), total, fails, undelivered)
+	if fails == 0 {
+		t.Error("no worker judged any response fail: the run proved nothing about releasing them")
+	}
 
 	// Stop the gateways: their incident logs write what they buffered.
 	for _, stop := range stops {

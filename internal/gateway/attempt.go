@@ -118,6 +118,7 @@ func (x *exchange) decide(f validator.Finding) validator.Verdict {
 // the one thing that makes a gateway stall; the wake timer only ticks the
 // checks (the stall check's deadlines, a guard's deadline, max_hold).
 func (x *exchange) attempt(n int, body []byte) result {
+	x.vreq.ID, x.vreq.Attempt = x.id, n
 	chk, err := x.g.newChecker(x.vreq)
 	if err != nil {
 		return result{kind: resFail, verdict: x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: "building checks: " + err.Error()})}

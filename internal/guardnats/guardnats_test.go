@@ -1,10 +1,15 @@
 package guardnats
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,5 +238,71 @@ func TestGuardValidatorOverNATS(t *testing.T) {
 				t.Errorf("finding %q, settled %d; want %q", got, g.Settled(), tc.want)
 			}
 		})
+	}
+}
+
+// TestWorkerLogsVerdicts: with LogVerdicts, a worker logs each verdict it
+// sent with the response named in the call (request id, attempt, the
+// length of the text), never the text; prefills are not verdicts.
+func TestWorkerLogsVerdicts(t *testing.T) {
+	n := testbed.StartNATS(t)
+	var buf bytes.Buffer // read once Run has returned, after every write
+	wnc, _, _ := conn(t, n.URL)
+	w := &Worker{NC: wnc, ID: "logger", Model: "logged", Judge: &countJudge{}, LogVerdicts: true,
+		Log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	nc, _, _ := conn(t, n.URL)
+	for serving := false; !serving; { // serving once the fleet knows it
+		ms, err := fleet.RollCall(context.Background(), nc, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			serving = serving || m.ID == "logger"
+		}
+	}
+	s := NewSession(nc, "logged", nil)
+	for _, j := range []llm.Judgement{
+		{Text: "bad", RequestID: "req-1", Attempt: 2},
+		{Text: "fine text", RequestID: "req-2", Attempt: 1},
+		{Text: "warm", RequestID: "req-2", Attempt: 1, Prefill: true},
+	} {
+		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.Judge(rctx, j)
+		rcancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	<-done
+	var got []string
+	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		var e struct {
+			Msg       string  `json:"msg"`
+			RequestID string  `json:"request_id"`
+			Verdict   string  `json:"verdict"`
+			Attempt   int     `json:"attempt"`
+			Bytes     int     `json:"bytes"`
+			Delivered bool    `json:"delivered"`
+			Text      *string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if e.Msg != "guard worker verdict" {
+			continue
+		}
+		if e.Text != nil || strings.Contains(line, "fine text") {
+			t.Errorf("the log carries the text: %s", line)
+		}
+		got = append(got, fmt.Sprintf("%s/%d %d %s %v", e.RequestID, e.Attempt, e.Bytes, e.Verdict, e.Delivered))
+	}
+	want := []string{"req-1/2 3 fail true", "req-2/1 9 pass true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("logged %q, want %q", got, want)
 	}
 }

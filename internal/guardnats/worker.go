@@ -33,6 +33,9 @@ type Worker struct {
 	// means 10 s.
 	MaxTimeout time.Duration
 	Log        *slog.Logger
+	// LogVerdicts logs every verdict sent with the response it judged
+	// (the gateway's request id and attempt; never the text).
+	LogVerdicts bool
 
 	started  time.Time
 	calls    atomic.Uint64
@@ -99,7 +102,8 @@ func (w *Worker) serve(ctx context.Context, m *nats.Msg) {
 	w.inFlight.Add(1)
 	defer w.inFlight.Add(-1)
 	rep := reply{Worker: w.ID}
-	if req, err := parseRequest(m.Data); err != nil {
+	req, err := parseRequest(m.Data)
+	if err != nil {
 		rep.Error = err.Error()
 	} else {
 		timeout := w.MaxTimeout
@@ -127,6 +131,19 @@ func (w *Worker) serve(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	m.Respond(b)
+	if w.LogVerdicts && rep.Result != nil && rep.Result.Verdict != nil {
+		w.logVerdict(req, rep.Result)
+	}
+}
+
+// logVerdict records a verdict the worker sent, with the response it
+// judged and the length of the text judged, once NATS has it: delivered
+// is false when the connection could not confirm it (NATS went away
+// meanwhile), so the gateway may never have seen it.
+func (w *Worker) logVerdict(req request, res *llm.Result) {
+	delivered := w.NC.FlushTimeout(time.Second) == nil
+	w.Log.Info("guard worker verdict", "request_id", req.RequestID, "attempt", req.Attempt, "bytes", len(req.Text),
+		"verdict", string(res.Verdict.Verdict), "reason", string(res.Verdict.Reason), "delivered", delivered)
 }
 
 func (w *Worker) record(d time.Duration) {

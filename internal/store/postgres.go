@@ -377,47 +377,14 @@ func (p *Postgres) Flush(ctx context.Context) error {
 
 // List returns the incidents that match f, newest first.
 func (p *Postgres) List(ctx context.Context, f Filter) ([]Incident, error) {
-	var where []string
 	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if !f.Since.IsZero() {
-		where = append(where, "time_ns >= "+arg(f.Since.UnixNano()))
-	}
-	if f.Reason != validator.ReasonNone {
-		where = append(where, "reason = "+arg(string(f.Reason)))
-	}
-	if f.Kind != "" {
-		where = append(where, "kind = "+arg(string(f.Kind)))
-	}
-	if f.Gateway != "" {
-		where = append(where, "gateway = "+arg(f.Gateway))
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q := "SELECT " + pgColumns + " FROM incidents"
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT " + arg(limit)
+	q := listQuery(pgColumns, f, true, func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) })
 	rows, err := p.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list: %w", err)
 	}
 	defer rows.Close()
-	var out []Incident
-	for rows.Next() {
-		inc, err := scanPG(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list: %w", err)
-		}
-		out = append(out, inc)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	return out, nil
+	return collect(rows, func(r pgx.Rows) (Incident, error) { return scanPG(r) })
 }
 
 const pgColumns = `id, time_ns, kind, request_id, route, upstream, model, attempt, reason, action, risk, findings::text,

@@ -281,19 +281,32 @@ const columns = `id, time_ns, kind, request_id, route, upstream, model, attempt,
 
 // List returns the incidents that match f, newest first.
 func (s *Store) List(ctx context.Context, f Filter) ([]Incident, error) {
-	var where []string
 	var args []any
+	q := listQuery(columns, f, false, func(v any) string { args = append(args, v); return "?" })
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	defer rows.Close()
+	return collect(rows, func(r *sql.Rows) (Incident, error) { return scan(r) })
+}
+
+// listQuery is List's query over columns for f, newest first; param
+// adds an argument and returns its placeholder. Only a store with a
+// gateway column filters by gateway.
+func listQuery(columns string, f Filter, byGateway bool, param func(any) string) string {
+	var where []string
 	if !f.Since.IsZero() {
-		where = append(where, "time_ns >= ?")
-		args = append(args, f.Since.UnixNano())
+		where = append(where, "time_ns >= "+param(f.Since.UnixNano()))
 	}
 	if f.Reason != validator.ReasonNone {
-		where = append(where, "reason = ?")
-		args = append(args, string(f.Reason))
+		where = append(where, "reason = "+param(string(f.Reason)))
 	}
 	if f.Kind != "" {
-		where = append(where, "kind = ?")
-		args = append(args, string(f.Kind))
+		where = append(where, "kind = "+param(string(f.Kind)))
+	}
+	if byGateway && f.Gateway != "" {
+		where = append(where, "gateway = "+param(f.Gateway))
 	}
 	limit := f.Limit
 	if limit <= 0 {
@@ -303,13 +316,14 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Incident, error) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY id DESC LIMIT ?"
-	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	defer rows.Close()
+	return q + " ORDER BY id DESC LIMIT " + param(limit)
+}
+
+// collect reads every incident of rows with scan.
+func collect[R interface {
+	Next() bool
+	Err() error
+}](rows R, scan func(R) (Incident, error)) ([]Incident, error) {
 	var out []Incident
 	for rows.Next() {
 		inc, err := scan(rows)

@@ -4,7 +4,9 @@
 // checks only. A crash in a guard server degrades Aegis; it never takes it
 // down.
 //
-// Each child has one owner goroutine that holds its process and state
+// Each server is started with the llamaserver launcher (the one command
+// line for a model on a device, with the backend's recipe), as a process
+// group. Each child has one owner goroutine that holds its process and state
 // (llama-swap style); the Supervisor's own goroutine receives their state
 // changes over a channel, decides which child serves, and publishes
 // snapshots for URL/State/Device and events.GuardStatus on the bus.

@@ -37,6 +37,12 @@ type Request struct {
 	Tools          []Tool
 	// MaxTokens is the request's max_tokens (0 when absent).
 	MaxTokens int
+	// ID and Attempt name the response being judged: the gateway's
+	// request id and the attempt's number (1 for the first). A check that
+	// asks another process (a guard worker) passes them on, so that
+	// process's log names the response it judged.
+	ID      string
+	Attempt int
 
 	memo map[string]any
 }

@@ -18,6 +18,10 @@ type Judgement struct {
 	Loose    bool     `json:"loose,omitempty"` // Qwen3Guard's Controversial passes
 	// Prefill asks only to warm the server's prompt cache; no verdict.
 	Prefill bool `json:"prefill,omitempty"`
+	// RequestID and Attempt name the response judged (see
+	// validator.Request); a guard worker logs them with its verdict.
+	RequestID string `json:"request_id,omitempty"`
+	Attempt   int    `json:"attempt,omitempty"`
 }
 
 // Judge runs guard calls: a *Client asks its server directly; a remote

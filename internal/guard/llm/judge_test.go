@@ -74,3 +74,22 @@ func protocolName(s string) string {
 	p, _ := ParseProtocol(s)
 	return p.String()
 }
+
+// TestJudgementNamesTheResponse: a guard call carries the request id and
+// attempt of the response it judges, so a remote worker can log them.
+func TestJudgementNamesTheResponse(t *testing.T) {
+	remote := &fakeJudge{}
+	defer func(r func(Config, Judge) (Judge, error)) { Remote = r }(Remote)
+	Remote = func(Config, Judge) (Judge, error) { return remote, nil }
+	g, err := New(Config{NATS: "nats://127.0.0.1:4222", Model: "m", Protocol: "llama-guard"},
+		&validator.Request{ID: "req-7", Attempt: 3, Messages: []validator.Message{{Role: "user", Content: "hi"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Write([]byte("Some text to judge."))
+	g.Close()
+	g.Wait()
+	if len(remote.got) != 1 || remote.got[0].RequestID != "req-7" || remote.got[0].Attempt != 3 {
+		t.Errorf("remote got %+v", remote.got)
+	}
+}

@@ -97,27 +97,29 @@ var sharedHTTP = llamaserver.Shared
 
 // Guard is the guard_llm validator for one attempt.
 type Guard struct {
-	proto    Protocol // as configured; auto is resolved per server
-	user     string   // the last user message, for response moderation
-	judge    Judge    // the guard server's client, or a remote judge (Config.NATS)
-	task     Task
-	context  string
-	cfg      Config
-	now      func() time.Time
-	cadence  int
-	mu       sync.Mutex
-	buf      []byte
-	settled  int
-	asked    int // end of the text of the last call started
-	findings []validator.Finding
-	closed   bool
-	done     bool // final verdict in (or deadline passed) after Close
-	inflight *call
-	wg       sync.WaitGroup
-	notify   func()
-	lastTick time.Time // the pipeline's time, when no clock was given
-	closedAt time.Time
-	stopped  bool
+	proto     Protocol // as configured; auto is resolved per server
+	user      string   // the last user message, for response moderation
+	requestID string   // the response judged (validator.Request), for a worker's log
+	attempt   int
+	judge     Judge // the guard server's client, or a remote judge (Config.NATS)
+	task      Task
+	context   string
+	cfg       Config
+	now       func() time.Time
+	cadence   int
+	mu        sync.Mutex
+	buf       []byte
+	settled   int
+	asked     int // end of the text of the last call started
+	findings  []validator.Finding
+	closed    bool
+	done      bool // final verdict in (or deadline passed) after Close
+	inflight  *call
+	wg        sync.WaitGroup
+	notify    func()
+	lastTick  time.Time // the pipeline's time, when no clock was given
+	closedAt  time.Time
+	stopped   bool
 }
 
 type call struct {
@@ -194,6 +196,7 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 		return nil, fmt.Errorf("guard_llm: nats is reached by aegis serve only; give url too")
 	}
 	if req != nil {
+		g.requestID, g.attempt = req.ID, req.Attempt
 		for _, m := range req.Messages {
 			if m.Role == "user" {
 				g.user = m.Content
@@ -315,7 +318,8 @@ func (g *Guard) startLocked(final bool) {
 func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error) {
 	s := g.subject(text)
 	return g.judge.Judge(ctx, Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
-		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Loose: s.Loose, Prefill: c.prefill})
+		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Loose: s.Loose, Prefill: c.prefill,
+		RequestID: g.requestID, Attempt: g.attempt})
 }
 
 // subject is what a native-protocol call judges: the response so far,
