@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -181,7 +182,7 @@ const repairPrompt = "Tell me a story about a little girl and her dog."
 // model's server at url (OpenAI chat API, streamed).
 func measureRepair(ctx context.Context, url string, n int) Repair {
 	rp := Repair{Server: url}
-	hc := &http.Client{Timeout: 2 * time.Minute}
+	hc := llamaserver.NewClient(2 * time.Minute)
 	var took, after []float64
 	for i := range n {
 		start := time.Now()

@@ -37,7 +37,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 )
 
@@ -387,7 +387,7 @@ func (e *endpoint) close() {
 
 func (r *runner) open(ctx context.Context, d devices.Device, url string) (*endpoint, error) {
 	if url != "" {
-		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: &http.Client{Timeout: 2 * time.Minute}, proto: r.proto}, url: url}, nil
+		return &endpoint{srv: server{base: strings.TrimRight(url, "/"), c: llamaserver.NewClient(2 * time.Minute), proto: r.proto}, url: url}, nil
 	}
 	if r.o.Binary == "" {
 		return nil, errors.New("no --llama-server and no --url for this device")

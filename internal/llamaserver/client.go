@@ -2,7 +2,10 @@
 // llama-server shares. Launch builds the one llama-server command line
 // for a model on a device (the device pin and the backend's recipe), and
 // ExecStarter and Stop run and stop it as a process group; the guard
-// supervisor and the sweep both start their servers this way.
+// supervisor and the sweep both start their servers this way. Failover
+// is the transport that sends a call to whichever server of a chain
+// serves now and resends it when that server died before answering (the
+// guard supervisor's client).
 //
 // The HTTP client is shared by everything that talks to llama-server
 // (guard workers, the guard check, sweeps, the testbed helpers), so the
@@ -35,11 +38,18 @@ var Shared = NewClient(0)
 // NewClient returns a client with the llama-server transport and an
 // overall timeout (0: none; the caller's context bounds each call).
 func NewClient(timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: Replayable(&http.Transport{
+	return &http.Client{Timeout: timeout, Transport: newTransport()}
+}
+
+// transport is the llama-server transport of Failover.
+var transport = newTransport()
+
+func newTransport() http.RoundTripper {
+	return Replayable(&http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     IdleTimeout,
-	})}
+	})
 }
 
 // Replayable wraps next so that every POST with a rewindable body is sent

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // Health is the answer of one health probe.
@@ -36,7 +38,7 @@ type HealthFunc func(ctx context.Context, baseURL string) Health
 // when ready, 503 while loading.
 func HTTPHealth(client *http.Client) HealthFunc {
 	if client == nil {
-		client = &http.Client{}
+		client = llamaserver.Shared
 	}
 	return func(ctx context.Context, baseURL string) Health {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/health", nil)

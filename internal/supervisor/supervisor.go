@@ -529,7 +529,30 @@ func (s *Supervisor) publish(states []ChildState, urls []string, pids []int, las
 // server: the request URL's scheme and host are replaced by URL(). A
 // request that fails before any response byte (the server died) is sent
 // again, once per server change, to whatever serves next, so a crash loses
-// no request. With no server left it fails with ErrDeterministic.
+// no request. With no server left it fails with ErrDeterministic. Each
+// server gets UnhealthyAfter+1 tries: by then a dead or hung server has
+// been noticed and replaced.
 func (s *Supervisor) HTTPClient(timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &failoverTransport{s: s, base: http.DefaultTransport}}
+	return &http.Client{Timeout: timeout, Transport: llamaserver.Failover(s, s.cfg.UnhealthyAfter+1, s.cfg.HealthInterval, nil)}
+}
+
+// AwayFrom waits until the server at base no longer serves (another
+// serves, or none will) or wait has passed; it fails only when ctx ends
+// first.
+func (s *Supervisor) AwayFrom(ctx context.Context, base string, wait time.Duration) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		st, ch := s.Status()
+		if st.URL != base || st.State == StateDeterministic || st.State == StateStopped {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }

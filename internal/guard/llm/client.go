@@ -99,7 +99,7 @@ func (c *Client) httpClient() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
 	}
-	return http.DefaultClient
+	return sharedHTTP
 }
 
 func (c *Client) post(ctx context.Context, path string, body any, out any) error {
