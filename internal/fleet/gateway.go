@@ -70,9 +70,12 @@ func (g *Gateway) Run(ctx context.Context) error {
 			if err != nil {
 				continue
 			}
-			if g.nc.Publish(g.subject, b) == nil {
-				g.published.Add(1)
-			} else {
+			// Counted before it is handed over, so a roll call answered
+			// after a watcher saw the event never reports fewer events
+			// than were seen.
+			g.published.Add(1)
+			if g.nc.Publish(g.subject, b) != nil {
+				g.published.Add(^uint64(0))
 				g.lost.Add(1) // NATS unreachable and its reconnect buffer full
 			}
 		}
