@@ -27,14 +27,7 @@ func TestBatchOneWrite(t *testing.T) {
 	evs := recorded(t, "llama-chat-200.sse")
 	g := &Gateway{Policy: mustPolicy(t, "checks: {repetition: false, leak: false}\n")}
 	w := &countingWriter{discardWriter: discardWriter{h: http.Header{}}}
-	x := &exchange{g: g, w: w, route: dialectChat, stream: true}
-	if err := x.decode(benchBody); err != nil {
-		t.Fatal(err)
-	}
-	chk, err := g.newChecker(x.vreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, chk := streamExchange(t, g, w)
 	var c chunk
 	x.batch = true
 	framed := 0

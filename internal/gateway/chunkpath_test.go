@@ -149,15 +149,7 @@ func BenchmarkChunkPath(b *testing.B) {
 // allocating.
 func TestChunkPathAllocs(t *testing.T) {
 	evs := recorded(t, "llama-chat-200.sse")
-	g := &Gateway{}
-	x := &exchange{g: g, w: &discardWriter{h: http.Header{}}, route: dialectChat, stream: true}
-	if err := x.decode(benchBody); err != nil {
-		t.Fatal(err)
-	}
-	chk, err := g.newChecker(x.vreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, chk := streamExchange(t, &Gateway{}, &discardWriter{h: http.Header{}})
 	var c chunk
 	now := time.Now()
 	i := 0
@@ -179,4 +171,19 @@ func TestChunkPathAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(50, next); n != 0 {
 		t.Errorf("%.1f allocations per plain-text chunk, want 0", n)
 	}
+}
+
+// streamExchange is a streamed chat exchange of benchBody writing to w,
+// with the checks of g's policy.
+func streamExchange(t testing.TB, g *Gateway, w http.ResponseWriter) (*exchange, Checker) {
+	t.Helper()
+	x := &exchange{g: g, w: w, route: dialectChat, stream: true}
+	if err := x.decode(benchBody); err != nil {
+		t.Fatal(err)
+	}
+	chk, err := g.newChecker(x.vreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, chk
 }
