@@ -14,7 +14,18 @@ const (
 	nsBigram = 0xc2b2ae3d27d4eb4f
 	nsChar   = 0x165667b19e3779f9
 	nsStart  = 0x27d4eb2f165667c5
+	nsSkip   = 0x85ebca77c2b2ae63
 )
+
+// featOpts are the optional feature groups a model was trained with
+// (recorded in its Meta, so that it is scored with the same ones).
+type featOpts struct {
+	// starts adds the first word of every sentence or line.
+	starts bool
+	// skips adds word pairs with one word between them ("ignore all
+	// instructions" and "ignore the instructions" share ignore_instructions).
+	skips bool
+}
 
 // charNs are the character n-gram sizes, on the alphanumeric stream with
 // spaces and punctuation removed (so "i.g.n.o.r.e" and "ig nore" give the
@@ -50,14 +61,16 @@ func mix(h uint64) uint64 {
 // hashed into 2^bits buckets. With starts, the word group also holds the
 // first word of every sentence or line, so that an imperative aimed at
 // the reader ("Ignore ...", "Print ...") differs from the same verb inside
-// a sentence. (Runs of punctuation as features, for role and delimiter
+// a sentence. With skips, it also holds every pair of words with one word
+// between them, so that "ignore all instructions" and "ignore the
+// instructions" share a feature. (Runs of punctuation as features, for role and delimiter
 // tokens, were measured too and left out: leave-sources-out recall fell
 // on the system-prompt-extraction fold, whose negatives include code.)
-func (f *features) extract(s string, bits uint8, starts bool) {
+func (f *features) extract(s string, bits uint8, opt featOpts) {
 	mask := uint32(1)<<bits - 1
 	f.idx, f.pos, f.runes, f.wpos = f.idx[:0], f.pos[:0], f.runes[:0], f.wpos[:0]
 	word := -1
-	var h, prev uint64
+	var h, prev, prev2 uint64
 	inWord, atStart, wordAtStart := false, true, false
 	flush := func() {
 		if !inWord {
@@ -74,7 +87,11 @@ func (f *features) extract(s string, bits uint8, starts bool) {
 			f.idx = append(f.idx, uint32(mix(prev*31^wh^nsBigram))&mask)
 			f.pos = append(f.pos, int32(word))
 		}
-		prev = wh
+		if opt.skips && word > 1 {
+			f.idx = append(f.idx, uint32(mix(prev2*37^wh^nsSkip))&mask)
+			f.pos = append(f.pos, int32(word))
+		}
+		prev, prev2 = wh, prev
 		inWord = false
 	}
 	for _, r := range s {
@@ -82,7 +99,7 @@ func (f *features) extract(s string, bits uint8, starts bool) {
 			if !inWord {
 				word++
 				inWord = true
-				wordAtStart, atStart = starts && atStart, false
+				wordAtStart, atStart = opt.starts && atStart, false
 				h = 14695981039346656037
 			}
 			h = (h ^ uint64(r)) * 1099511628211
@@ -114,8 +131,8 @@ func (f *features) extract(s string, bits uint8, starts bool) {
 
 // textFeatures normalises text and extracts its features into a pooled
 // value that the caller returns with featPool.Put.
-func textFeatures(text string, bits uint8, starts bool) *features {
+func textFeatures(text string, bits uint8, opt featOpts) *features {
 	f := featPool.Get().(*features)
-	f.extract(textnorm.Normalize(text), bits, starts)
+	f.extract(textnorm.Normalize(text), bits, opt)
 	return f
 }

@@ -1,7 +1,7 @@
 // Package classifier is the guard's embedded text classifier: hashed word
-// and character n-grams and the first word of each sentence (an
-// imperative opening a sentence reads differently from the same verb
-// inside one) over normalised text (see textnorm) with one
+// and character n-grams, word pairs one word apart and the first word
+// of each sentence (an imperative opening a sentence reads differently
+// from the same verb inside one) over normalised text (see textnorm) with one
 // logistic-regression head per reason (prompt_injection, unsafe_content),
 // int8-quantised weights, a Platt calibration and thresholds chosen on a
 // held-out part of the training data. Scoring a 512-token input takes a
@@ -64,6 +64,12 @@ type Meta struct {
 	// SentenceStarts says the model was trained with sentence-start
 	// features (see features.extract); it is scored with them.
 	SentenceStarts bool `json:"sentence_starts,omitempty"`
+	// SkipGrams says the model was trained with one-gap word pairs.
+	SkipGrams bool `json:"skip_grams,omitempty"`
+}
+
+func (m *Meta) featOpts() featOpts {
+	return featOpts{starts: m.SentenceStarts, skips: m.SkipGrams}
 }
 
 // Model is a trained classifier. It is safe for concurrent use.
@@ -250,7 +256,7 @@ func (m *Model) Scores(text string) []Score {
 }
 
 func (m *Model) scoreInto(text string, out []Score, depth int) {
-	f := textFeatures(text, m.Bits, m.Meta.SentenceStarts)
+	f := textFeatures(text, m.Bits, m.Meta.featOpts())
 	defer featPool.Put(f)
 	sums := sumPool.Get().(*[]float32)
 	defer sumPool.Put(sums)
