@@ -261,3 +261,16 @@ func TestPostResendsAtMostOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestClientReadsInLargePieces: the shared transport reads a response in
+// pieces of 16 KiB, so a stream of many small chunks that queued up
+// while the reader was busy costs one read, not one per 4 KiB.
+func TestClientReadsInLargePieces(t *testing.T) {
+	tr, ok := NewClient().Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("transport is %T", NewClient().Transport)
+	}
+	if tr.ReadBufferSize < 16<<10 {
+		t.Errorf("ReadBufferSize %d, want at least 16 KiB", tr.ReadBufferSize)
+	}
+}
