@@ -89,7 +89,7 @@ func TestHostileClients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			noLeaks(t, func(t *testing.T) {
 				f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request, n int) { streamAnswer(f, w, r) })
-				r := newRig(t, f, fastStall, tc.tweak)
+				r := newRig(t, f, patientStall, tc.tweak)
 				c, err := net.Dial("tcp", r.srv.Listener.Addr().String())
 				if err != nil {
 					t.Fatal(err)
@@ -115,7 +115,7 @@ func TestHostileClients(t *testing.T) {
 func TestSlowHeaders(t *testing.T) {
 	noLeaks(t, func(t *testing.T) {
 		f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request, n int) { streamAnswer(f, w, r) })
-		r := newRigServer(t, f, fastStall, nil, func(s *http.Server) { s.ReadHeaderTimeout = 200 * time.Millisecond })
+		r := newRigServer(t, f, patientStall, nil, func(s *http.Server) { s.ReadHeaderTimeout = 200 * time.Millisecond })
 		c, err := net.Dial("tcp", r.srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)

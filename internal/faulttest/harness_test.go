@@ -24,9 +24,15 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-// fastStall keeps the suite quick: the fault timers are short and come
-// from the policy, and no assertion depends on how long anything took.
+// fastStall keeps the suite quick where a stall is the fault under test:
+// the fault timers are short and come from the policy, and no assertion
+// depends on how long anything took.
 const fastStall = "checks: {stall: {ttft: 300ms, gap: 300ms}}\n"
+
+// patientStall is for tests whose upstream answers: its timers are far
+// beyond any scheduling delay of a loaded machine, so a slow run cannot
+// turn a healthy answer into a stall.
+const patientStall = "checks: {stall: {ttft: 30s, gap: 30s}}\n"
 
 // fake is a scripted llama-server: serve is called for each generating
 // POST with its 1-based number; /health answers ok.

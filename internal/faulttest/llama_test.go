@@ -131,7 +131,9 @@ func TestLlamaServerKilledMidStream(t *testing.T) {
 	defer proxy.Close()
 
 	f := &fake{srv: proxy}
-	r := newRig(t, f, "checks: {stall: {ttft: 5s, gap: 2s}}\n", nil)
+	// The stall timers are far beyond a loaded machine's delays: the
+	// kill, not a stall, is the fault under test.
+	r := newRig(t, f, patientStall, nil)
 	body := `{"model":"m","messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":1500,"ignore_eos":true,"temperature":0}`
 	o := read(t, r.post(body, true), true)
 	sentText := k.text()

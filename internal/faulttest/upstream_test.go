@@ -47,6 +47,9 @@ type upstreamFault struct {
 	code    string
 	content string
 	posts   int32
+	// stalls marks a fault whose upstream goes silent: it runs under
+	// fastStall, every other fault under patientStall.
+	stalls bool
 	// check, when set, looks further at the outcome.
 	check func(t *testing.T, o outcome)
 }
@@ -66,7 +69,7 @@ var upstreamFaults = []upstreamFault{
 		serve: func(f *fake, w http.ResponseWriter, r *http.Request, n int) {
 			<-r.Context().Done() // accepts the request, never answers
 		},
-		status: 200, code: "aegis_stall", content: "", posts: 2,
+		status: 200, code: "aegis_stall", content: "", posts: 2, stalls: true,
 	},
 	{
 		name: "stall mid-stream, then a retry continues",
@@ -81,7 +84,7 @@ var upstreamFaults = []upstreamFault{
 			}
 			streamAnswer(f, w, r)
 		},
-		status: 200, content: answer, posts: 2,
+		status: 200, content: answer, posts: 2, stalls: true,
 	},
 	{
 		name: "garbage mid-stream",
@@ -191,8 +194,12 @@ func TestUpstreamFaults(t *testing.T) {
 				noLeaks(t, func(t *testing.T) {
 					f := newFake(t, tc.serve)
 					pol := tc.policy
-					if pol == "" {
+					switch {
+					case pol != "":
+					case tc.stalls:
 						pol = fastStall
+					default:
+						pol = patientStall
 					}
 					r := newRig(t, f, pol, nil)
 					o := read(t, r.post(ask, stream), stream)
