@@ -8,9 +8,9 @@
 // guard supervisor's client).
 //
 // The HTTP client is shared by everything that talks to llama-server
-// (guard workers, the guard check, sweeps, the testbed helpers), so the
-// one thing llama-server needs from a client is
-// done in one place: llama-server closes kept-alive connections after 5 s
+// (guard workers, the guard check, sweeps, the testbed helpers, and the
+// gateway's upstream through NewTransport and Resend), so the one thing
+// llama-server needs from a client is done in one place: llama-server closes kept-alive connections after 5 s
 // idle (Keep-Alive: timeout=5, max=100), so a client must not keep them
 // longer, and must send a POST again when it met a connection the server
 // had just closed, before any byte of an answer.
@@ -45,11 +45,7 @@ func NewClient(timeout time.Duration) *http.Client {
 var transport = newTransport()
 
 func newTransport() http.RoundTripper {
-	return Replayable(&http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     IdleTimeout,
-	})
+	return Replayable(NewTransport(16))
 }
 
 // Replayable wraps next so that every POST with a rewindable body is sent

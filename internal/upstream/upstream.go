@@ -2,23 +2,23 @@
 // Ollama and any OpenAI-compatible server. It detects which kind a URL
 // is, sends requests over connections that survive servers closing
 // keep-alive connections (llama-server answers "Keep-Alive: timeout=5,
-// max=100"), and checks health.
+// max=100"), and checks health. The transport and the resend rule are
+// the llama-server client's (internal/llamaserver), with a pool sized
+// for one connection per concurrent stream.
 package upstream
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
 // Kind is the API dialect of an upstream server.
@@ -110,16 +110,11 @@ func New(name, rawURL string, kind Kind) (*Upstream, error) {
 // timeout below llama-server's keep-alive timeout of 5 s, so Aegis drops a
 // pooled connection before the server does.
 func NewClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 4096
-	tr.MaxIdleConnsPerHost = 4096
-	tr.IdleConnTimeout = 4 * time.Second
-	tr.DisableCompression = true // streams must not be buffered by gzip
+	tr := llamaserver.NewTransport(4096)
 	// A fast stream queues many small chunks between two reads: a 16 KiB
 	// read buffer takes them in one system call where the default 4 KiB
 	// took four (a 128-token answer under load: 8 reads instead of 14).
 	tr.ReadBufferSize = 16 << 10
-	tr.ResponseHeaderTimeout = 0
 	return &http.Client{Transport: tr}
 }
 
@@ -160,13 +155,10 @@ func (u *Upstream) Post(ctx context.Context, path string, body []byte, hdr http.
 	if resends == 0 {
 		resends = 1
 	}
-	var lastErr error
-	for try := 0; try <= resends; try++ {
-		var gotByte atomic.Bool
-		tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { gotByte.Store(true) }})
-		req, err := http.NewRequestWithContext(tctx, http.MethodPost, u.Endpoint(path), bytes.NewReader(body))
+	resp, err := llamaserver.Resend(ctx, resends, func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.Endpoint(path), bytes.NewReader(body))
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+			return nil, err
 		}
 		for k, v := range hdr {
 			req.Header[k] = v
@@ -175,31 +167,12 @@ func (u *Upstream) Post(ctx context.Context, path string, body []byte, hdr http.
 		if u.APIKey != "" {
 			req.Header.Set("Authorization", "Bearer "+u.APIKey)
 		}
-		resp, err := u.client().Do(req)
-		if err == nil {
-			return resp, nil
-		}
-		lastErr = err
-		if ctx.Err() != nil || gotByte.Load() || !Resendable(err) {
-			break
-		}
+		return u.client().Do(req)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
 	}
-	return nil, fmt.Errorf("upstream %s: %w", u.Name, lastErr)
-}
-
-// Resendable reports whether err is a connection failure that happened
-// before any response byte arrived on a connection the server closed or
-// reset: sending the request again is safe and expected.
-func Resendable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
-	// net/http reports a server that closed an idle connection this way.
-	return strings.Contains(err.Error(), "server closed idle connection")
+	return resp, nil
 }
 
 // Get fetches path with a short timeout and returns status and body (up
