@@ -134,18 +134,6 @@ func Wait[T any](t testing.TB, ctx context.Context, expr string, timeout time.Du
 	}
 }
 
-// Eval evaluates a JavaScript expression in the page.
-func Eval[T any](t testing.TB, ctx context.Context, expr string) T {
-	t.Helper()
-	c, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	v, err := chromedp.Run(c, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("eval %s: %v", expr, err)
-	}
-	return v
-}
-
 // Screenshot saves a full-page PNG as artifacts/name at the repository
 // root (a CI artifact path; /artifacts/ is git-ignored) and returns the
 // absolute path.
