@@ -39,7 +39,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		x.reject(status, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
-	if err := json.Unmarshal(raw, &x.body); err != nil || x.body == nil {
+	if x.body, err = decodeBody(raw); err != nil || x.body == nil {
 		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
