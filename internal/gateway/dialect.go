@@ -218,17 +218,19 @@ func (t *template) restamp(p []byte) []byte {
 
 // withMeta returns the JSON object p with the "aegis" member added.
 func withMeta(p []byte, m *meta) []byte {
-	mb, err := json.Marshal(m)
-	if err != nil || len(p) < 2 || p[len(p)-1] != '}' {
+	if len(p) < 2 || p[len(p)-1] != '}' {
 		return p
 	}
-	out := make([]byte, 0, len(p)+len(mb)+10)
+	out := make([]byte, 0, len(p)+256)
 	out = append(out, p[:len(p)-1]...)
 	if len(p) > 2 {
 		out = append(out, ',')
 	}
 	out = append(out, `"aegis":`...)
-	out = append(out, mb...)
+	out, ok := appendMeta(out, m)
+	if !ok {
+		return p
+	}
 	return append(out, '}')
 }
 
