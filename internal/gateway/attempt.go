@@ -37,6 +37,7 @@ type result struct {
 // run makes attempts until one passes, the client leaves, or the request
 // halts.
 func (x *exchange) run() {
+	x.bindReleaser()
 	body := x.firstBody()
 	for {
 		x.attempts++

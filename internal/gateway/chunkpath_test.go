@@ -115,6 +115,7 @@ func BenchmarkChunkPath(b *testing.B) {
 			if err := x.decode(benchBody); err != nil {
 				b.Fatal(err)
 			}
+			x.bindReleaser()
 			var chk Checker
 			var c chunk
 			now := time.Now()
@@ -181,6 +182,7 @@ func streamExchange(t testing.TB, g *Gateway, w http.ResponseWriter) (*exchange,
 	if err := x.decode(benchBody); err != nil {
 		t.Fatal(err)
 	}
+	x.bindReleaser()
 	chk, err := g.newChecker(x.vreq)
 	if err != nil {
 		t.Fatal(err)

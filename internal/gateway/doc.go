@@ -43,7 +43,9 @@
 // after another on one stream (choices.go, choices_stream.go). The stream is read to its real end,
 // past finish_reason, so usage and timings are kept. Chunks go to the
 // client as the attempt's release point passes them; a chunk cut by the
-// release point is split into synthesized chunks carrying its parts.
+// release point is split into synthesized chunks carrying its parts. One
+// releaser (release.go) does this: it owns the output, what was sent and
+// what waits, and alone frames and writes the client's stream.
 // Tool-call deltas are held until the calls are complete and checked.
 //
 // # Repair

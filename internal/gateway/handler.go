@@ -146,7 +146,6 @@ type exchange struct {
 	releaser               // the output, what was sent of it and what waits
 	step     pipeline.Step // the attempt's step after the last feed
 	tpl      template
-	rc       *http.ResponseController // made once, for every write
 
 	tools toolAcc
 	acc   fieldAcc // a non-streaming answer's other fields (rebuild.go)

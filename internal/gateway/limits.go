@@ -129,38 +129,6 @@ func (g *Gateway) withReadDeadline(w http.ResponseWriter, read func() ([]byte, i
 	return b, status, nil
 }
 
-// controller returns the response's controller, made once: every write
-// sets and lifts a deadline through it.
-func (x *exchange) controller() *http.ResponseController {
-	if x.rc == nil {
-		x.rc = http.NewResponseController(x.w)
-	}
-	return x.rc
-}
-
-// writeOut sends the buffered output to the client within the client
-// write timeout, lifted again after it (the next request on the
-// connection must not inherit it). A failed write (the client left, or
-// read nothing for that long) ends the request: its context is cancelled, which stops the
-// upstream generation.
-func (x *exchange) writeOut() {
-	rc := x.controller()
-	armed := rc.SetWriteDeadline(time.Now().Add(x.g.clientWriteTimeout())) == nil
-	_, err := x.w.Write(x.out)
-	x.out = x.out[:0]
-	if err == nil {
-		if err = rc.Flush(); errors.Is(err, http.ErrNotSupported) {
-			err = nil
-		}
-	}
-	if armed {
-		rc.SetWriteDeadline(time.Time{})
-	}
-	if err != nil && x.cancel != nil {
-		x.cancel()
-	}
-}
-
 // overCap reports whether the chunk c would take the response past
 // MaxResponseBytes, with the finding that fails the attempt (decideNext
 // halts it: a retry would only produce as much again).
@@ -171,14 +139,4 @@ func (x *exchange) overCap(c *chunk) (validator.Finding, bool) {
 	}
 	return validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.text), End: len(x.text),
 		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}, true
-}
-
-// releaseCleared is called when the upstream fails mid-stream: the text
-// it sent is all there will be, so the checks judge it as complete, and
-// what they pass goes to the client before the halt (or is continued by
-// the retry). Text a check fails stays held.
-func (x *exchange) releaseCleared(chk Checker, at time.Time) {
-	if st := chk.CloseAt(at); !st.Failed {
-		x.release(st.Release)
-	}
 }

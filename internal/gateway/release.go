@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -17,8 +20,20 @@ import (
 // much of it the client was sent, the upstream chunks that wait, and the
 // stream's write buffer. The text is kept here once: an attempt's checks
 // read it as it is fed, and the attempt keeps only its length; the
-// attempt's release point says how far the releaser may go.
+// attempt's release point says how far the releaser may go. It alone
+// releases, frames and writes: what it needs of the exchange (the
+// client's writer, the dialect, the answer's identity, the clock) is
+// bound once, before the first attempt (bindReleaser).
 type releaser struct {
+	client       http.ResponseWriter
+	rc           *http.ResponseController // made once, for every write
+	wire         dialect                  // frames the stream, spells synthesized chunks
+	tpl          *template                // the answer's identity in synthesized chunks
+	streamed     bool                     // false: the body is written whole at the end
+	clock        clock.Clock              // stamps firstOut
+	writeTimeout time.Duration            // for each write to the client
+	cancel       context.CancelFunc       // ends the request when a write fails
+
 	text    []byte
 	sent    int
 	pending []pend
@@ -72,65 +87,65 @@ func (r *releaser) keep(p []byte) []byte {
 // chunk with the released part of its text, and its rest later the same
 // way. Non-streaming requests only advance the offset: their body is
 // written at the end.
-func (x *exchange) release(rp int) {
-	if rp > len(x.text) {
-		rp = len(x.text)
+func (r *releaser) release(rp int) {
+	if rp > len(r.text) {
+		rp = len(r.text)
 	}
-	if !x.stream {
-		if rp > x.sent {
-			x.sent = rp
+	if !r.streamed {
+		if rp > r.sent {
+			r.sent = rp
 		}
 		return
 	}
 	n := 0
-	for n < len(x.pending) {
-		pc := &x.pending[n]
+	for n < len(r.pending) {
+		pc := &r.pending[n]
 		if pc.end > rp {
-			if rp > x.sent && pc.start < rp {
-				x.scratch = x.route.appendChunk(x.scratch[:0], &x.tpl, x.text[x.sent:rp], "")
-				x.emit(x.scratch)
-				x.sent = rp
+			if rp > r.sent && pc.start < rp {
+				r.scratch = r.wire.appendChunk(r.scratch[:0], r.tpl, r.text[r.sent:rp], "")
+				r.emit(r.scratch)
+				r.sent = rp
 			}
 			break
 		}
 		switch {
-		case pc.start >= x.sent:
-			x.emit(pc.raw)
-		case pc.end > x.sent:
-			x.scratch = x.route.appendChunk(x.scratch[:0], &x.tpl, x.text[x.sent:pc.end], "")
-			x.emit(x.scratch)
+		case pc.start >= r.sent:
+			r.emit(pc.raw)
+		case pc.end > r.sent:
+			r.scratch = r.wire.appendChunk(r.scratch[:0], r.tpl, r.text[r.sent:pc.end], "")
+			r.emit(r.scratch)
 		}
-		if pc.end > x.sent {
-			x.sent = pc.end
+		if pc.end > r.sent {
+			r.sent = pc.end
 		}
 		if pc.owned { // emit copied it: its buffer serves a later chunk
-			x.spare = append(x.spare, pc.raw[:0])
+			r.spare = append(r.spare, pc.raw[:0])
 		}
 		n++
 	}
 	if n > 0 {
-		x.pending = append(x.pending[:0], x.pending[n:]...)
-		if !x.batch {
-			x.flush()
+		r.pending = append(r.pending[:0], r.pending[n:]...)
+		if !r.batch {
+			r.flush()
 		}
 	}
 }
 
 // emit frames one payload for the client's stream.
-func (x *exchange) emit(p []byte) {
-	if !x.wroteHeader {
-		x.writeStreamHeader()
+func (r *releaser) emit(p []byte) {
+	if !r.wroteHeader {
+		r.writeStreamHeader()
 	}
-	if x.firstOut.IsZero() && x.sent < len(x.text) {
-		x.firstOut = x.g.now()
+	if r.firstOut.IsZero() && r.sent < len(r.text) {
+		r.firstOut = r.clock.Now()
 	}
-	if x.out == nil {
-		x.outBuf = outPool.Get().(*[]byte)
-		x.out = (*x.outBuf)[:0]
+	if r.out == nil {
+		r.outBuf = outPool.Get().(*[]byte)
+		r.out = (*r.outBuf)[:0]
 	}
-	x.out = x.route.frame(x.out, p)
-	if x.batch && len(x.out) >= maxBatchBytes {
-		x.flush()
+	r.out = r.wire.frame(r.out, p)
+	if r.batch && len(r.out) >= maxBatchBytes {
+		r.flush()
 	}
 }
 
@@ -154,19 +169,73 @@ func (r *releaser) recycle() {
 	r.outBuf, r.out = nil, nil
 }
 
-func (x *exchange) writeStreamHeader() {
-	h := x.w.Header()
-	x.route.streamHeader(h)
+func (r *releaser) writeStreamHeader() {
+	h := r.client.Header()
+	r.wire.streamHeader(h)
 	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts}, ", "))
-	x.w.WriteHeader(http.StatusOK)
-	x.wroteHeader = true
+	r.client.WriteHeader(http.StatusOK)
+	r.wroteHeader = true
 }
 
-func (x *exchange) flush() {
-	if len(x.out) == 0 {
+// flush writes what the write buffer holds.
+func (r *releaser) flush() {
+	if len(r.out) == 0 {
 		return
 	}
-	x.writeOut()
+	r.writeOut()
+}
+
+// writeOut sends the buffered output to the client within the client
+// write timeout, lifted again after it (the next request on the
+// connection must not inherit it). A failed write (the client left, or
+// read nothing for that long) ends the request: its context is
+// cancelled, which stops the upstream generation.
+func (r *releaser) writeOut() {
+	if r.rc == nil {
+		r.rc = http.NewResponseController(r.client)
+	}
+	armed := r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout)) == nil
+	_, err := r.client.Write(r.out)
+	r.out = r.out[:0]
+	if err == nil {
+		if err = r.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	if armed {
+		r.rc.SetWriteDeadline(time.Time{})
+	}
+	if err != nil && r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// end writes the end of the stream: last, when set, framed as its last
+// payload, then the dialect's end marker.
+func (r *releaser) end(last []byte) {
+	if last != nil {
+		r.out = r.wire.frame(r.out, last)
+	}
+	r.out = r.wire.appendEnd(r.out)
+	r.flush()
+}
+
+// releaseCleared is called when the upstream fails mid-stream: the text
+// it sent is all there will be, so the checks judge it as complete, and
+// what they pass goes to the client before the halt (or is continued by
+// the retry). Text a check fails stays held.
+func (r *releaser) releaseCleared(chk Checker, at time.Time) {
+	if st := chk.CloseAt(at); !st.Failed {
+		r.release(st.Release)
+	}
+}
+
+// bindReleaser gives the releaser what it needs of the exchange, once,
+// before the first attempt.
+func (x *exchange) bindReleaser() {
+	r := &x.releaser
+	r.client, r.wire, r.tpl, r.streamed = x.w, x.route, &x.tpl, x.stream
+	r.clock, r.writeTimeout, r.cancel = x.g.clock(), x.g.clientWriteTimeout(), x.cancel
 }
 
 func (x *exchange) meta(v validator.Verdict) *meta {
@@ -193,9 +262,8 @@ func (x *exchange) pass(v validator.Verdict) {
 			}
 			x.emit(p)
 		}
-		x.out = x.route.appendEnd(x.out)
 		setVerdictHeaders(x.w.Header(), m) // sent as trailers
-		x.flush()
+		x.end(nil)
 	} else {
 		x.sent = len(x.text)
 		setVerdictHeaders(x.w.Header(), m)
@@ -258,9 +326,8 @@ func (x *exchange) halt(v validator.Verdict) {
 			x.writeStreamHeader()
 		}
 		b, _ := json.Marshal(x.route.errorBody(e, m, true))
-		x.out = x.route.appendEnd(x.route.frame(x.out, b))
 		setVerdictHeaders(x.w.Header(), m)
-		x.flush()
+		x.end(b)
 		status = http.StatusOK
 	}
 	outcome := events.OutcomeHalted
