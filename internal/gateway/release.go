@@ -125,9 +125,11 @@ func (r *releaser) release(rp int) {
 	}
 	if n > 0 {
 		r.pending = append(r.pending[:0], r.pending[n:]...)
-		if !r.batch {
-			r.flush()
-		}
+	}
+	// Also when only the cut part of the first pending chunk went out:
+	// the client must not wait for the next chunk to get it.
+	if !r.batch {
+		r.flush()
 	}
 }
 

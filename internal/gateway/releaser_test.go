@@ -51,6 +51,8 @@ func TestReleaser(t *testing.T) {
 			wantSent: 8, wantPending: 1, wantWrites: 1},
 		{name: "release point inside a chunk", rps: []int{5}, want: []part{{raw: 0}, {-1, 3, 5}},
 			wantSent: 5, wantPending: 2, wantWrites: 1},
+		{name: "a cut first chunk goes out at once", rps: []int{2}, want: []part{{-1, 0, 2}},
+			wantSent: 2, wantPending: 3, wantWrites: 1},
 		{name: "the rest of a cut chunk", rps: []int{5, 12}, want: []part{{raw: 0}, {-1, 3, 5}, {-1, 5, 8}, {raw: 2}},
 			wantSent: 12, wantWrites: 2},
 		{name: "a point past the text", rps: []int{99}, want: []part{{raw: 0}, {raw: 1}, {raw: 2}},
