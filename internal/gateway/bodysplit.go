@@ -2,24 +2,30 @@ package gateway
 
 import "encoding/json"
 
-// decodeBody reads a request body as a top-level JSON object. The result
-// is what json.Unmarshal into a rawBody gives, error text included, but a
-// valid body is split into its members with one light pass instead of a
-// full decode: the members are slices of raw (capacity-capped, so an
-// append never writes into raw), not copies.
-func decodeBody(raw []byte) (rawBody, error) {
-	if json.Valid(raw) {
-		if b, ok := splitObject(raw); ok {
-			return b, nil
-		}
+// splitBody reads a request body as a top-level JSON object, without
+// validating it: for a valid body the result is what json.Unmarshal into
+// a rawBody gives, error text included, but the body is split into its
+// members with one light pass instead of a full decode. The members are
+// slices of raw (capacity-capped, so an append never writes into raw),
+// not copies. Whoever takes an invalid body further must validate it and
+// answer with bodyError.
+func splitBody(raw []byte) (rawBody, error) {
+	if b, ok := splitObject(raw); ok {
+		return b, nil
 	}
 	var b rawBody
 	err := json.Unmarshal(raw, &b)
 	return b, err
 }
 
-// splitObject splits raw, which must be valid JSON, into the members of
-// its top-level object. It gives up (false) where encoding/json would
+// bodyError is encoding/json's account of why raw is not a JSON object.
+func bodyError(raw []byte) error {
+	var b rawBody
+	return json.Unmarshal(raw, &b)
+}
+
+// splitObject splits raw into the members of its top-level object; for
+// valid JSON the split is exact, for invalid JSON it may be anything. It gives up (false) where encoding/json would
 // transform something: a body that is not an object, and member names
 // with escapes or non-ASCII bytes (which json unescapes or repairs).
 func splitObject(raw []byte) (rawBody, bool) {

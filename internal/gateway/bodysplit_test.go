@@ -3,11 +3,17 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
-// bodySplitCases are bodies whose decoding decodeBody must give exactly as
-// json.Unmarshal does: members, errors and their text.
+// bodySplitCases are bodies whose decoding splitBody must give exactly as
+// json.Unmarshal does (members, errors and their text) when they are valid.
 var bodySplitCases = []struct{ name, body string }{
 	{"empty object", `{}`},
 	{"spaced empty object", " \n{ \t}\r\n"},
@@ -30,35 +36,43 @@ var bodySplitCases = []struct{ name, body string }{
 	{"empty", ``},
 }
 
-func checkDecodeBody(t *testing.T, raw []byte) {
+// checkSplitBody checks splitBody against json.Unmarshal on a valid body,
+// and that an invalid one is never refused with an error of its own.
+func checkSplitBody(t *testing.T, raw []byte) {
 	t.Helper()
 	var want rawBody
 	wantErr := json.Unmarshal(raw, &want)
-	got, err := decodeBody(raw)
+	got, err := splitBody(raw)
+	if !json.Valid(raw) {
+		if err != nil && err.Error() != wantErr.Error() {
+			t.Fatalf("splitBody(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
+		}
+		return
+	}
 	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
-		t.Fatalf("decodeBody(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
+		t.Fatalf("splitBody(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
 	}
 	if (got == nil) != (want == nil) || len(got) != len(want) {
-		t.Fatalf("decodeBody(%q) = %q, json.Unmarshal: %q", raw, got, want)
+		t.Fatalf("splitBody(%q) = %q, json.Unmarshal: %q", raw, got, want)
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || !bytes.Equal(g, v) {
-			t.Fatalf("decodeBody(%q)[%q] = %q, json.Unmarshal: %q", raw, k, g, v)
+			t.Fatalf("splitBody(%q)[%q] = %q, json.Unmarshal: %q", raw, k, g, v)
 		}
 	}
 }
 
-func TestDecodeBodyMatchesJSON(t *testing.T) {
+func TestSplitBodyMatchesJSON(t *testing.T) {
 	for _, c := range bodySplitCases {
-		t.Run(c.name, func(t *testing.T) { checkDecodeBody(t, []byte(c.body)) })
+		t.Run(c.name, func(t *testing.T) { checkSplitBody(t, []byte(c.body)) })
 	}
 }
 
-// TestDecodeBodyDoesNotAlias checks that growing a member never writes
+// TestSplitBodyDoesNotAlias checks that growing a member never writes
 // into the request bytes it was split from.
-func TestDecodeBodyDoesNotAlias(t *testing.T) {
+func TestSplitBodyDoesNotAlias(t *testing.T) {
 	raw := []byte(`{"a":"x","b":"y"}`)
-	b, err := decodeBody(raw)
+	b, err := splitBody(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +82,47 @@ func TestDecodeBodyDoesNotAlias(t *testing.T) {
 	}
 }
 
-func FuzzDecodeBody(f *testing.F) {
+func FuzzSplitBody(f *testing.F) {
 	for _, c := range bodySplitCases {
 		f.Add([]byte(c.body))
 	}
-	f.Fuzz(func(t *testing.T, raw []byte) { checkDecodeBody(t, raw) })
+	f.Fuzz(func(t *testing.T, raw []byte) { checkSplitBody(t, raw) })
+}
+
+// TestBadBodyError checks, on every generating route, that a body that is
+// not one JSON object is refused with encoding/json's own account of it,
+// wherever the fault lies: before, inside or after the members the
+// gateway reads.
+func TestBadBodyError(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) { t.Errorf("upstream reached for a bad body") })
+	// An Ollama upstream takes the load and unload requests (no
+	// messages, no prompt) as they are, so they are checked too.
+	ollama := mustUpstream(t, "ollama", up.URL.String(), upstream.KindOllama)
+	llama, olla := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}}), start(t, &Gateway{Upstreams: []*upstream.Upstream{ollama}})
+	bodies := []struct{ name, body string }{
+		{"truncated", `{"messages":`},
+		{"not an object", `[1]`},
+		{"trailing garbage", `{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt":"hi"} x`},
+		{"bad member deep inside", `{"model":"m","messages":[{"role":"user","content":"hi",}],"prompt":"hi"}`},
+		{"bad unknown member", `{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt":"hi","x":[1,]}`},
+		{"empty messages and garbage", `{"model":"m","messages":[]}}`},
+		{"bad escape", `{"model":"m","messages":[{"role":"user","content":"\q"}],"prompt":"hi"}`},
+		{"unload and garbage", `{"model":"m","keep_alive":0}}`},
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"} {
+		for _, c := range bodies {
+			for _, srv := range []*httptest.Server{llama, olla} {
+				t.Run(path+"/"+c.name, func(t *testing.T) {
+					var rb rawBody
+					want := "request body is not a JSON object: " + json.Unmarshal([]byte(c.body), &rb).Error()
+					resp := post(t, srv.URL+path, c.body)
+					defer resp.Body.Close()
+					b, _ := io.ReadAll(resp.Body)
+					if resp.StatusCode != http.StatusBadRequest || !bytes.Contains(b, []byte(strconv.Quote(want)[1:len(strconv.Quote(want))-1])) {
+						t.Fatalf("status %d, body %s; want 400 with %q", resp.StatusCode, b, want)
+					}
+				})
+			}
+		}
+	}
 }
