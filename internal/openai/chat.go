@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -61,6 +62,26 @@ type ContentPart struct {
 }
 
 // UnmarshalJSON accepts a string, an array of parts or null.
+// plainString decodes the JSON string b when it needs no decoding: quotes
+// around valid UTF-8 with no escape, control character or inner quote.
+// Anything else is left to encoding/json (false), which repairs and
+// unescapes.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
 func (c *Content) UnmarshalJSON(b []byte) error {
 	*c = Content{}
 	b = bytes.TrimSpace(b)
@@ -69,6 +90,10 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		c.IsNull = true
 		return nil
 	case b[0] == '"':
+		if t, ok := plainString(b); ok {
+			c.Text = t
+			return nil
+		}
 		if err := json.Unmarshal(b, &c.Text); err != nil {
 			return fmt.Errorf("content: %w", err)
 		}

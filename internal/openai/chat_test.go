@@ -86,3 +86,47 @@ func FuzzContent(f *testing.F) {
 		}
 	})
 }
+
+// plainStringCases are JSON strings (and near misses) that plainString
+// must decode as encoding/json does, or leave to it.
+var plainStringCases = []struct{ name, in string }{
+	{"plain", `"Tell me a story."`},
+	{"empty", `""`},
+	{"non-ASCII", `"modèle   ok"`},
+	{"escape", `"a\nb"`},
+	{"unicode escape", `"\u00e9"`},
+	{"invalid UTF-8", "\"a\xffb\""},
+	{"control character", "\"a\tb\""},
+	{"inner quote", `"a"b"`},
+	{"unterminated", `"abc`},
+	{"lone quote", `"`},
+	{"not a string", `12`},
+}
+
+func checkPlainString(t *testing.T, in []byte) {
+	t.Helper()
+	got, ok := plainString(in)
+	if !ok {
+		return
+	}
+	var want string
+	if err := json.Unmarshal(in, &want); err != nil || got != want {
+		t.Fatalf("plainString(%q) = %q, json.Unmarshal: %q, %v", in, got, want, err)
+	}
+}
+
+func TestPlainStringMatchesJSON(t *testing.T) {
+	for _, c := range plainStringCases {
+		t.Run(c.name, func(t *testing.T) { checkPlainString(t, []byte(c.in)) })
+	}
+	if _, ok := plainString([]byte(`"Tell me a story."`)); !ok {
+		t.Fatal("a plain string was left to encoding/json")
+	}
+}
+
+func FuzzPlainString(f *testing.F) {
+	for _, c := range plainStringCases {
+		f.Add([]byte(c.in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) { checkPlainString(t, in) })
+}
