@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -21,9 +22,29 @@ import (
 )
 
 // startLlama runs a llama-server of its own (the testbed's binary and
-// model) on a free port, so the test can kill it.
+// model) on a free port, so the test can kill it. A port freed for it can
+// be taken by another process before llama-server binds it; then the
+// server exits and is started again on another port, and a /health that
+// answers from another process is never taken for this server's.
 func startLlama(t *testing.T) (*exec.Cmd, string) {
 	env := testbed.Require(t, "llama-cpu")
+	var out bytes.Buffer
+	for try := 1; ; try++ {
+		cmd, base, waited := launchLlama(t, env, &out)
+		if ready(cmd, base, waited, filepath.Base(env.Model)) {
+			t.Cleanup(func() { cmd.Process.Kill(); <-waited })
+			return cmd, base
+		}
+		<-waited
+		if try == 3 {
+			t.Fatalf("llama-server did not come up in %d tries: %s", try, out.String())
+		}
+		t.Logf("llama-server exited before it served (try %d): %s", try, out.String())
+		out.Reset()
+	}
+}
+
+func launchLlama(t *testing.T, env *testbed.Env, out *bytes.Buffer) (*exec.Cmd, string, chan struct{}) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -32,26 +53,40 @@ func startLlama(t *testing.T) (*exec.Cmd, string) {
 	ln.Close()
 	cmd := exec.Command(env.LlamaServer, "-m", env.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
 		"-c", "2048", "-np", "1", "-t", "1", "--no-webui")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan struct{})
 	go func() { cmd.Wait(); close(waited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-waited })
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	return cmd, "http://127.0.0.1:" + strconv.Itoa(port), waited
+}
+
+// ready waits until the server at base answers /health and its /props
+// name the model file, and reports false when the process exits first.
+func ready(cmd *exec.Cmd, base string, waited chan struct{}, model string) bool {
 	for {
 		resp, err := http.Get(base + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return cmd, base
+				if props, err := http.Get(base + "/props"); err == nil {
+					b, _ := io.ReadAll(props.Body)
+					props.Body.Close()
+					if bytes.Contains(b, []byte(model)) {
+						select {
+						case <-waited:
+							return false
+						default:
+							return true
+						}
+					}
+				}
 			}
 		}
 		select {
 		case <-waited:
-			t.Fatalf("llama-server exited: %s", out.String())
+			return false
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -145,6 +180,10 @@ func TestLlamaServerKilledMidStream(t *testing.T) {
 		t.Fatalf("bytes lost or repeated:\n got %q\nwant %q", o.content, sentText)
 	}
 	if len(sentText) == 0 || posts < 1 {
-		t.Fatalf("the server sent no text before it died (posts %d); the test proves nothing", posts)
+		k.mu.Lock()
+		raw := k.recorded.String()
+		k.mu.Unlock()
+		t.Fatalf("the server sent no text before it died (posts %d, client got %q %q); the test proves nothing; the server sent:\n%.2000s",
+			posts, o.code, o.message, raw)
 	}
 }
