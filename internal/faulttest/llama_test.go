@@ -4,17 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,15 +26,17 @@ import (
 
 // startLlama runs a llama-server of its own (the testbed's binary and
 // model) on a free port, so the test can kill it. A port freed for it can
-// be taken by another process before llama-server binds it; then the
-// server exits and is started again on another port, and a /health that
-// answers from another process is never taken for this server's.
+// be taken by another process before llama-server binds it, even by
+// another test's llama-server on the same model; then this server exits
+// and is started again on another port. The server gets an alias no
+// other server has, and is taken as up only when /props names it.
 func startLlama(t *testing.T) (*exec.Cmd, string) {
 	env := testbed.Require(t, "llama-cpu")
 	var out bytes.Buffer
 	for try := 1; ; try++ {
-		cmd, base, waited := launchLlama(t, env, &out)
-		if ready(cmd, base, waited, filepath.Base(env.Model)) {
+		alias := fmt.Sprintf("faulttest-%d-%d", os.Getpid(), rand.Int64())
+		cmd, base, waited := launchLlama(t, env, alias, &out)
+		if ready(base, waited, alias) {
 			t.Cleanup(func() { cmd.Process.Kill(); <-waited })
 			return cmd, base
 		}
@@ -44,7 +49,7 @@ func startLlama(t *testing.T) (*exec.Cmd, string) {
 	}
 }
 
-func launchLlama(t *testing.T, env *testbed.Env, out *bytes.Buffer) (*exec.Cmd, string, chan struct{}) {
+func launchLlama(t *testing.T, env *testbed.Env, alias string, out *bytes.Buffer) (*exec.Cmd, string, chan struct{}) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +57,7 @@ func launchLlama(t *testing.T, env *testbed.Env, out *bytes.Buffer) (*exec.Cmd, 
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(env.LlamaServer, "-m", env.Model, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"-c", "2048", "-np", "1", "-t", "1", "--no-webui")
+		"-c", "2048", "-np", "1", "-t", "1", "--no-webui", "--alias", alias)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -63,8 +68,8 @@ func launchLlama(t *testing.T, env *testbed.Env, out *bytes.Buffer) (*exec.Cmd, 
 }
 
 // ready waits until the server at base answers /health and its /props
-// name the model file, and reports false when the process exits first.
-func ready(cmd *exec.Cmd, base string, waited chan struct{}, model string) bool {
+// carry alias, and reports false when the process exits first.
+func ready(base string, waited chan struct{}, alias string) bool {
 	for {
 		resp, err := http.Get(base + "/health")
 		if err == nil {
@@ -73,7 +78,7 @@ func ready(cmd *exec.Cmd, base string, waited chan struct{}, model string) bool 
 				if props, err := http.Get(base + "/props"); err == nil {
 					b, _ := io.ReadAll(props.Body)
 					props.Body.Close()
-					if bytes.Contains(b, []byte(model)) {
+					if bytes.Contains(b, []byte(`"`+alias+`"`)) {
 						select {
 						case <-waited:
 							return false
@@ -183,7 +188,8 @@ func TestLlamaServerKilledMidStream(t *testing.T) {
 		k.mu.Lock()
 		raw := k.recorded.String()
 		k.mu.Unlock()
-		t.Fatalf("the server sent no text before it died (posts %d, client got %q %q); the test proves nothing; the server sent:\n%.2000s",
-			posts, o.code, o.message, raw)
+		alive := cmd.Process.Signal(syscall.Signal(0)) == nil
+		t.Fatalf("the server sent no text before it died (posts %d, client got %q %q, server process alive %v); the test proves nothing; the server sent:\n%.2000s",
+			posts, o.code, o.message, alive, raw)
 	}
 }
