@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -40,28 +39,15 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		x.reject(status, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
-	// The body is split into members without validating it; the
-	// request's one full decode (x.decode) validates it, and a body that
-	// goes no further is validated on its own.
-	badBody := func(err error) {
-		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
-	}
+	// Splitting the body into members validates it.
 	if x.body, err = splitBody(raw); err != nil || x.body == nil {
-		badBody(err)
-		return
-	}
-	if !x.route.generates(x.body) && !json.Valid(raw) {
-		badBody(bodyError(raw))
+		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
 	if x.loadUnload(raw) {
 		return
 	}
 	if err := x.decode(raw); err != nil {
-		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
-			badBody(bodyError(raw))
-			return
-		}
 		x.reject(http.StatusBadRequest, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}
