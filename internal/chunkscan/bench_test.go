@@ -5,6 +5,10 @@ import (
 	"testing"
 )
 
+// llamaServerChunk is a text chunk as llama-server sends it, with its
+// full-length id, model path and fingerprint.
+const llamaServerChunk = `{"choices":[{"finish_reason":null,"index":0,"delta":{"content":" the"}}],"created":1795327087,"id":"chatcmpl-aAr2tR6EEXEjlKbXoXfgzcMlpz4QL31T","model":"/work/shared/models/stories260K.gguf","system_fingerprint":"b11669-Debian","object":"chat.completion.chunk"}`
+
 // BenchmarkScan reads the text of one chunk into a reused buffer, by
 // format; the encoding/json rows decode the same chunk into the reference
 // structs, for comparison.
@@ -15,6 +19,7 @@ func BenchmarkScan(b *testing.B) {
 		in   string
 	}{
 		{"chat-plain", Chat, cases[1].in},
+		{"chat-llama-server", Chat, llamaServerChunk},
 		{"chat-escapes", Chat, cases[2].in},
 		{"completions", Completions, cases[16].in},
 		{"ollama-chat", Ollama, cases[19].in},

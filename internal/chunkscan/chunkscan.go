@@ -21,6 +21,8 @@ package chunkscan
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -171,6 +173,9 @@ func (s *scanner) ws() {
 
 // peek returns the first byte of the next value, 0 at the end.
 func (s *scanner) peek() byte {
+	if s.i < len(s.p) && s.p[s.i] > ' ' { // no white space: the common case
+		return s.p[s.i]
+	}
 	s.ws()
 	if s.i >= len(s.p) {
 		return 0
@@ -242,48 +247,76 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
+// Word-at-a-time masks: lsb has the low bit of every byte set, msb the
+// high bit.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// stops flags, in the high bit of each byte of the little-endian word w,
+// the bytes that end a run of plain string bytes: a quote, a backslash or
+// a control character. Only the lowest flag is exact (a borrow may flag
+// bytes above a true one), which is all plainRun needs.
+func stops(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	b := w ^ (lsb * '\\')
+	return ((q-lsb)&^q | (b-lsb)&^b | (w-lsb*0x20)&^w) & msb
+}
+
+// plainRun returns the index of the first byte of p at or after i that is
+// not plain (len(p) when there is none), eight bytes at a time: most of a
+// chunk's bytes are inside strings.
+func plainRun(p []byte, i int) int {
+	for ; i+8 <= len(p); i += 8 {
+		if m := stops(binary.LittleEndian.Uint64(p[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(p) && plain[p[i]] {
+		i++
+	}
+	return i
+}
+
 // str reads a string at s.i (at its opening quote) and returns its span.
 func (s *scanner) str() (Span, bool, error) {
-	start := s.i
-	s.i++
+	p, start := s.p, s.i
+	i := start + 1
 	escaped := false
-	for s.i < len(s.p) {
-		// The common run of plain bytes, one table lookup each.
-		for s.i < len(s.p) && plain[s.p[s.i]] {
-			s.i++
+	for {
+		if i = plainRun(p, i); i >= len(p) {
+			s.i = len(p)
+			return Span{}, false, s.fail("unexpected end of input in a string")
 		}
-		if s.i >= len(s.p) {
-			break
-		}
-		c := s.p[s.i]
-		switch {
+		switch c := p[i]; {
 		case c == '"':
-			s.i++
+			s.i = i + 1
 			return Span{start, s.i}, escaped, nil
 		case c == '\\':
 			escaped = true
-			if s.i+1 >= len(s.p) {
-				s.i = len(s.p)
+			if i+1 >= len(p) {
+				s.i = len(p)
 				return Span{}, false, s.fail("unexpected end of input in a string")
 			}
-			switch s.p[s.i+1] {
+			switch p[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
+				i += 2
 			case 'u':
-				if s.i+6 > len(s.p) || hex4(s.p[s.i+2:s.i+6]) < 0 {
+				if i+6 > len(p) || hex4(p[i+2:i+6]) < 0 {
+					s.i = i
 					return Span{}, false, s.fail("bad \\u escape in a string")
 				}
-				s.i += 6
+				i += 6
 			default:
+				s.i = i
 				return Span{}, false, s.fail("bad escape in a string")
 			}
-		case c < 0x20:
+		default: // a control character
+			s.i = i
 			return Span{}, false, s.fail("control character in a string")
-		default:
-			s.i++
 		}
 	}
-	return Span{}, false, s.fail("unexpected end of input in a string")
 }
 
 func (s *scanner) literal(lit string) error {
@@ -483,8 +516,18 @@ func lookup(name []byte, escaped bool, names []string) int {
 			return i
 		}
 	}
+	// The names are ASCII, and an ASCII name folds only to one of its own
+	// length: the common unknown member ("object", "index") is ruled out
+	// without a fold.
+	ascii := true
+	for _, c := range name {
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
 	for i, n := range names {
-		if bytes.EqualFold(name, []byte(n)) {
+		if (!ascii || len(n) == len(name)) && bytes.EqualFold(name, []byte(n)) {
 			return i
 		}
 	}

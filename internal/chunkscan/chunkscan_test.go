@@ -341,3 +341,54 @@ func FuzzAppendQuoted(f *testing.F) {
 	}
 	f.Fuzz(quotedMatches)
 }
+
+// plainRunBytes is plainRun one byte at a time, the reference the
+// word-at-a-time loop is held to.
+func plainRunBytes(p []byte, i int) int {
+	for i < len(p) && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
+		i++
+	}
+	return i
+}
+
+func TestPlainRun(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+	}{
+		{"empty", ""},
+		{"short plain", "abc"},
+		{"quote in first word", `ab"cdefghij`},
+		{"backslash in second word", `abcdefghij\klm`},
+		{"control byte after a word", "abcdefgh\x1fij"},
+		{"quote at a word's last byte", `abcdefg"`},
+		{"high bytes are plain", "\x80\x9f\xa0\xff\xe2\x80\xa8abcdefgh\"x"},
+		{"byte 0x20 and 0x7f are plain", " \x7f \x7f \x7f \x7f \x7f\x00"},
+		{"stop after a borrow", "\x00\x22\x5c\x00\x22\x5c\x00\x22"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := []byte(tc.in)
+			for i := 0; i <= len(p); i++ {
+				if got, want := plainRun(p, i), plainRunBytes(p, i); got != want {
+					t.Errorf("plainRun(%q, %d) = %d, want %d", p, i, got, want)
+				}
+			}
+		})
+	}
+}
+
+// FuzzPlainRun holds the word-at-a-time scan of string bodies to the byte
+// loop on every input and start offset.
+func FuzzPlainRun(f *testing.F) {
+	for _, tc := range cases {
+		f.Add([]byte(tc.in))
+	}
+	f.Add([]byte("abcdefg\"hijklmnop\\q\x01"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		for i := 0; i <= len(p); i++ {
+			if got, want := plainRun(p, i), plainRunBytes(p, i); got != want {
+				t.Fatalf("plainRun(%q, %d) = %d, want %d", p, i, got, want)
+			}
+		}
+	})
+}
