@@ -11,7 +11,9 @@
 // the next call goes to the queue group again. While NATS is unreachable
 // a call goes to the fallback judge (a local guard server) when there is
 // one and fails at once otherwise, so the caller's fail-open or
-// fail-closed rule applies without waiting for the deadline.
+// fail-closed rule applies without waiting for the deadline. A call
+// waiting for its reply when the connection drops is treated the same
+// way at that moment: its reply may be lost with the connection.
 package guardnats
 
 import (
@@ -45,6 +47,10 @@ func WorkerSubject(id string) string { return SubjectPrefix + ".worker." + fleet
 // ErrUnreachable is returned when NATS is unreachable and there is no
 // fallback judge.
 var ErrUnreachable = errors.New("guard workers unreachable: NATS is disconnected")
+
+// errDropped is returned by request when the connection dropped while the
+// call waited for its reply.
+var errDropped = errors.New("NATS connection lost while waiting for the verdict")
 
 // request is one guard call on the wire.
 type request struct {
@@ -90,10 +96,7 @@ func (s *Session) Worker() string {
 // Judge sends j to the session's worker, else to the queue group.
 func (s *Session) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, error) {
 	if !s.nc.IsConnected() {
-		if s.fallback != nil {
-			return s.fallback.Judge(ctx, j)
-		}
-		return nil, ErrUnreachable
+		return s.unreachable(ctx, j, ErrUnreachable)
 	}
 	req := request{Judgement: j}
 	if dl, ok := ctx.Deadline(); ok {
@@ -104,17 +107,65 @@ func (s *Session) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, erro
 		return nil, fmt.Errorf("guard over nats: %w", err)
 	}
 	if w := s.Worker(); w != "" {
-		msg, err := s.nc.RequestWithContext(ctx, WorkerSubject(w), data)
+		msg, err := s.request(ctx, WorkerSubject(w), data)
+		if errors.Is(err, errDropped) {
+			s.stick("")
+			return s.unreachable(ctx, j, fmt.Errorf("%w: %w", ErrUnreachable, err))
+		}
 		if !errors.Is(err, nats.ErrNoResponders) {
 			return s.decode(msg, err)
 		}
 		s.stick("") // the worker is gone: ask the group
 	}
-	msg, err := s.nc.RequestWithContext(ctx, s.subject, data)
-	if errors.Is(err, nats.ErrNoResponders) && s.fallback != nil {
+	msg, err := s.request(ctx, s.subject, data)
+	switch {
+	case errors.Is(err, errDropped):
+		s.stick("")
+		return s.unreachable(ctx, j, fmt.Errorf("%w: %w", ErrUnreachable, err))
+	case errors.Is(err, nats.ErrNoResponders) && s.fallback != nil:
 		return s.fallback.Judge(ctx, j)
 	}
 	return s.decode(msg, err)
+}
+
+// unreachable answers a call NATS cannot carry: the fallback judge's
+// verdict, or err at once.
+func (s *Session) unreachable(ctx context.Context, j llm.Judgement, err error) (*llm.Result, error) {
+	if s.fallback != nil {
+		return s.fallback.Judge(ctx, j)
+	}
+	return nil, err
+}
+
+// request sends data to subject and waits for the reply, giving up with
+// errDropped as soon as the connection drops (NATS does not carry a reply
+// sent while the asking connection is away, so waiting on would only end
+// at the deadline).
+func (s *Session) request(ctx context.Context, subject string, data []byte) (*nats.Msg, error) {
+	drop := s.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	defer s.nc.RemoveStatusListener(drop)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	dropped := make(chan struct{})
+	go func() {
+		select {
+		case _, ok := <-drop:
+			if ok {
+				close(dropped)
+				cancel()
+			}
+		case <-rctx.Done():
+		}
+	}()
+	msg, err := s.nc.RequestWithContext(rctx, subject, data)
+	if err != nil && ctx.Err() == nil {
+		select {
+		case <-dropped:
+			return nil, errDropped
+		default:
+		}
+	}
+	return msg, err
 }
 
 func (s *Session) stick(w string) {

@@ -185,6 +185,91 @@ func TestNATSDown(t *testing.T) {
 	}
 }
 
+// heldJudge answers pass only once release is closed, and says on
+// started when a call has begun.
+type heldJudge struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (h *heldJudge) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &llm.Result{Verdict: &validator.Verdict{Verdict: validator.Pass, Risk: validator.RiskLow, Action: validator.ActionRelease}}, nil
+}
+
+// TestConnectionLostWhileWaiting: a call waiting for its reply when the
+// connection drops turns to the fallback judge (or fails) at that moment,
+// not at its deadline: a reply sent while the asking connection is away
+// never reaches it.
+func TestConnectionLostWhileWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fallback bool
+	}{
+		{"fallback judges", true},
+		{"no fallback fails at once", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := testbed.StartNATS(t)
+			h := &heldJudge{started: make(chan struct{}, 1), release: make(chan struct{})}
+			defer close(h.release)
+			wnc, _, _ := conn(t, n.URL)
+			w := &Worker{NC: wnc, ID: "held", Model: "held", Judge: h, Log: quiet}
+			wctx, wcancel := context.WithCancel(context.Background())
+			wdone := make(chan struct{})
+			go func() { defer close(wdone); w.Run(wctx) }()
+			defer func() { wcancel(); <-wdone }()
+			nc, _, _ := conn(t, n.URL)
+			for serving := false; !serving; {
+				ms, err := fleet.RollCall(context.Background(), nc, 200*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, m := range ms {
+					serving = serving || m.ID == "held"
+				}
+			}
+			local := &countJudge{}
+			var s *Session
+			if tc.fallback {
+				s = NewSession(nc, "held", local)
+			} else {
+				s = NewSession(nc, "held", nil)
+			}
+			type answer struct {
+				res *llm.Result
+				err error
+			}
+			got := make(chan answer, 1)
+			// The deadline is far beyond the test's own timeout: only
+			// the dropped connection can end the call in time.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			go func() {
+				res, err := s.Judge(ctx, llm.Judgement{Task: "safety", Protocol: "verdict-json", Text: "bad"})
+				got <- answer{res, err}
+			}()
+			<-h.started
+			n.Stop()
+			a := <-got
+			switch {
+			case tc.fallback && (a.err != nil || a.res == nil || a.res.Verdict.Verdict != validator.Fail || local.n.Load() != 1):
+				t.Fatalf("got %+v, %v after %d fallback calls; want the fallback's fail", a.res, a.err, local.n.Load())
+			case !tc.fallback && !errors.Is(a.err, ErrUnreachable):
+				t.Fatalf("got %+v, %v; want ErrUnreachable", a.res, a.err)
+			}
+			if s.Worker() != "" {
+				t.Errorf("the session still sticks to %q", s.Worker())
+			}
+		})
+	}
+}
+
 func TestWorkerAnnouncesMeasurements(t *testing.T) {
 	n := testbed.StartNATS(t)
 	w := startWorker(t, n.URL, "w")
