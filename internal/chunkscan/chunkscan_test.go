@@ -392,3 +392,92 @@ func FuzzPlainRun(f *testing.F) {
 		}
 	})
 }
+
+// refCounts is what a gateway decodes a closing chunk's token counts into
+// with encoding/json.
+type refCounts struct {
+	Usage *struct {
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Timings *struct {
+		PredictedN int `json:"predicted_n"`
+	} `json:"timings"`
+	EvalCount int `json:"eval_count"`
+}
+
+var countsCases = []struct {
+	name   string
+	in     string
+	want   Counts
+	failed bool
+}{
+	{name: "llama-server closing chunk", in: `{"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"usage":{"completion_tokens":128,"prompt_tokens":9,"total_tokens":137},"timings":{"prompt_n":9,"predicted_n":128,"predicted_ms":12.5}}`,
+		want: Counts{Usage: 128, Predicted: 128}},
+	{name: "ollama final line", in: `{"model":"stories","done":true,"eval_count":57,"eval_duration":1234}`, want: Counts{Eval: 57}},
+	{name: "no counts", in: `{"choices":[]}`},
+	{name: "null chunk", in: `null`},
+	{name: "null usage reads 0", in: `{"usage":{"completion_tokens":5},"usage":null}`},
+	{name: "repeated usage objects merge", in: `{"usage":{"completion_tokens":5},"usage":{"prompt_tokens":1}}`, want: Counts{Usage: 5}},
+	{name: "null count keeps the earlier one", in: `{"eval_count":3,"eval_count":null}`, want: Counts{Eval: 3}},
+	{name: "case-insensitive and escaped names", in: `{"USAGE":{"Completion_Tokens":7},"timing\u0073":{"predicted_N":8}}`, want: Counts{Usage: 7, Predicted: 8}},
+	{name: "negative count", in: `{"eval_count":-4}`, want: Counts{Eval: -4}},
+	{name: "fractional count", in: `{"eval_count":1.5}`, failed: true},
+	{name: "exponent count", in: `{"usage":{"completion_tokens":1e2}}`, failed: true},
+	{name: "count too large", in: `{"eval_count":9223372036854775808}`, failed: true},
+	{name: "string count", in: `{"timings":{"predicted_n":"8"}}`, failed: true},
+	{name: "usage not an object", in: `{"usage":[1]}`, failed: true},
+	{name: "array chunk", in: `[{"eval_count":1}]`, failed: true},
+	{name: "invalid JSON after the counts", in: `{"eval_count":1,}`, failed: true},
+	{name: "trailing data", in: `{"eval_count":1} x`, failed: true},
+}
+
+func TestReadCounts(t *testing.T) {
+	for _, tc := range countsCases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got Counts
+			err := ReadCounts([]byte(tc.in), &got)
+			if (err != nil) != tc.failed {
+				t.Fatalf("error %v, want failed=%v", err, tc.failed)
+			}
+			if err == nil && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			countsDifferential(t, []byte(tc.in))
+		})
+	}
+}
+
+// countsDifferential holds ReadCounts to encoding/json on p.
+func countsDifferential(t *testing.T, p []byte) {
+	t.Helper()
+	var got Counts
+	err := ReadCounts(p, &got)
+	var ref refCounts
+	refErr := json.Unmarshal(p, &ref)
+	if (err != nil) != (refErr != nil) {
+		t.Fatalf("%q: error %v, encoding/json %v", p, err, refErr)
+	}
+	if err != nil {
+		return
+	}
+	want := Counts{Eval: int64(ref.EvalCount)}
+	if ref.Usage != nil {
+		want.Usage = int64(ref.Usage.CompletionTokens)
+	}
+	if ref.Timings != nil {
+		want.Predicted = int64(ref.Timings.PredictedN)
+	}
+	if got != want {
+		t.Fatalf("%q: got %+v, encoding/json %+v", p, got, want)
+	}
+}
+
+func FuzzReadCounts(f *testing.F) {
+	for _, tc := range countsCases {
+		f.Add([]byte(tc.in))
+	}
+	for _, tc := range cases {
+		f.Add([]byte(tc.in))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) { countsDifferential(t, p) })
+}

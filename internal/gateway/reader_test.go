@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -78,4 +80,59 @@ func TestReaderAllocs(t *testing.T) {
 	if n > 20 {
 		t.Errorf("%.0f allocations for a stream of %d payloads, want at most 20", n, len(payloads))
 	}
+}
+
+// tickClock moves on a millisecond at every reading.
+type tickClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *tickClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Millisecond)
+	return c.t
+}
+
+func (c *tickClock) NewTimer(d time.Duration) clock.Timer { return clock.Real.NewTimer(d) }
+
+// piecesReader returns one piece per Read, as a network read returns what
+// arrived.
+type piecesReader struct{ pieces []string }
+
+func (r *piecesReader) Read(p []byte) (int, error) {
+	if len(r.pieces) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.pieces[0])
+	r.pieces = r.pieces[1:]
+	return n, nil
+}
+
+// TestReaderStampsOncePerRead: the payloads one read of the upstream
+// brought share that read's arrival stamp, and a later read gets a new
+// one, so a chunk costs no clock reading of its own under load.
+func TestReaderStampsOncePerRead(t *testing.T) {
+	body := &piecesReader{pieces: []string{"data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", "data: {\"c\":3}\n\ndata: [DONE]\n\n"}}
+	open := func() (*upstream.Stream, *result) { return upstream.NewSSEStream(io.NopCloser(body)), nil }
+	rd := startReader(context.Background(), open, &tickClock{}, nil)
+	<-rd.done
+	q := rd.take()
+	if len(q) != 4 || q[3].err != io.EOF {
+		t.Fatalf("queued %d entries (%+v), want three payloads and the end", len(q), q)
+	}
+	if !q[1].at.Equal(q[0].at) {
+		t.Errorf("payloads of one read stamped %v and %v, want one stamp", q[0].at, q[1].at)
+	}
+	if !q[2].at.After(q[1].at) {
+		t.Errorf("payload of a later read stamped %v, not after %v", q[2].at, q[1].at)
+	}
+	if !q[3].at.Equal(q[2].at) {
+		t.Errorf("the end, read with the last payload, stamped %v, want %v", q[3].at, q[2].at)
+	}
+	for _, c := range q {
+		rd.put(c)
+	}
+	rd.release()
 }

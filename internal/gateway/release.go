@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -446,26 +447,18 @@ func (x *exchange) finished(outcome string, status int) {
 // timings.predicted_n, or Ollama's eval_count. Zero when none says.
 func (x *exchange) completionTokens() int {
 	n := 0
+	var c chunkscan.Counts
 	for _, p := range x.tail {
-		var c struct {
-			Usage *struct {
-				CompletionTokens int `json:"completion_tokens"`
-			} `json:"usage"`
-			Timings *struct {
-				PredictedN int `json:"predicted_n"`
-			} `json:"timings"`
-			EvalCount int `json:"eval_count"`
-		}
-		if json.Unmarshal(p, &c) != nil {
+		if chunkscan.ReadCounts(p, &c) != nil {
 			continue
 		}
 		switch {
-		case c.Usage != nil && c.Usage.CompletionTokens > 0:
-			n = c.Usage.CompletionTokens
-		case c.Timings != nil && c.Timings.PredictedN > 0:
-			n = c.Timings.PredictedN
-		case c.EvalCount > 0:
-			n = c.EvalCount
+		case c.Usage > 0:
+			n = int(c.Usage)
+		case c.Predicted > 0:
+			n = int(c.Predicted)
+		case c.Eval > 0:
+			n = int(c.Eval)
 		}
 	}
 	return n

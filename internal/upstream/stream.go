@@ -19,20 +19,43 @@ var ErrTruncated = errors.New("stream ended without [DONE]")
 // chunks that follow it are not lost.
 type Stream struct {
 	body  io.ReadCloser
+	in    countingReader // body, counting its reads
 	sse   *sse.Reader
 	lines *sse.LineReader
 	done  bool
 }
 
+// countingReader counts the reads of the body: payloads that Next returns
+// between two reads came in the same one.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
 // NewSSEStream reads body as Server-Sent Events.
 func NewSSEStream(body io.ReadCloser) *Stream {
-	return &Stream{body: body, sse: sse.NewReader(body)}
+	s := &Stream{body: body, in: countingReader{r: body}}
+	s.sse = sse.NewReader(&s.in)
+	return s
 }
 
 // NewNDJSONStream reads body as newline-delimited JSON.
 func NewNDJSONStream(body io.ReadCloser) *Stream {
-	return &Stream{body: body, lines: sse.NewLineReader(body)}
+	s := &Stream{body: body, in: countingReader{r: body}}
+	s.lines = sse.NewLineReader(&s.in)
+	return s
 }
+
+// Reads returns how many times the stream has read its body so far. A
+// payload that Next returns without the count moving was already read,
+// with the one before it: a caller that stamps payloads with their
+// arrival can reuse that one's stamp instead of reading the clock again.
+func (s *Stream) Reads() int { return s.in.reads }
 
 // Next returns the next payload, valid until the following call. It
 // returns io.EOF after "[DONE]" (SSE) or at the end of the body (NDJSON),
