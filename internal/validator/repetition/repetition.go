@@ -208,6 +208,28 @@ type Detector struct {
 	bufs     *buffers // the tables above, back to the pool at Close
 }
 
+// reset zeroes what a detector that read n tokens wrote into the tables,
+// before they go back to the pool. While n fits the ring, the tokens' own
+// hashes say which entries those were: a short answer clears a few
+// hundred words, not the whole 64 KiB.
+func (b *buffers) reset(n int) {
+	if n > b.size {
+		clear(b.hashes)
+		clear(b.kh)
+		clear(b.seen)
+		clear(b.table)
+	} else {
+		tmask := uint64(len(b.table) - 1)
+		for i := range n {
+			b.seen[b.hashes[i]%(seenWords*64)/64] = 0
+			b.table[b.kh[i]&tmask] = 0
+		}
+		clear(b.hashes[:n])
+		clear(b.kh[:n])
+	}
+	clear(b.prefixes)
+}
+
 // buffers are a detector's tables (about 64 KiB with the default
 // max_period_tokens). Every attempt of every request builds a detector,
 // so they are pooled: a fresh 64 KiB per attempt was most of the
@@ -223,12 +245,7 @@ var bufPool sync.Pool
 
 func getBuffers(size int) *buffers {
 	if b, ok := bufPool.Get().(*buffers); ok && b.size == size {
-		clear(b.hashes)
-		clear(b.kh)
-		clear(b.seen)
-		clear(b.prefixes)
-		clear(b.table)
-		return b
+		return b // zeroed by reset
 	}
 	return &buffers{size: size, hashes: make([]uint64, size), kh: make([]uint64, size), table: make([]int32, 2*size),
 		seen: make([]uint64, seenWords), prefixes: make([]uint64, 1<<prefixBits/64)}
@@ -283,6 +300,7 @@ func (d *Detector) Close() {
 	}
 	d.closed = true
 	if d.bufs != nil {
+		d.bufs.reset(d.n)
 		bufPool.Put(d.bufs)
 		d.bufs, d.hashes, d.kh, d.table, d.seen, d.tok.prefixes = nil, nil, nil, nil, nil, nil
 	}

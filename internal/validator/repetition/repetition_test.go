@@ -391,3 +391,54 @@ var testRegistry = func() *validator.Registry {
 	Register(r)
 	return r
 }()
+
+// TestClosedTablesAreZero: a closed detector hands its tables back all
+// zero, whether it read a short answer, found a loop, or read more tokens
+// than its ring holds (the pool hands them out without clearing them).
+func TestClosedTablesAreZero(t *testing.T) {
+	var long strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&long, "w%d ", i) // all different: no loop, the ring wraps
+	}
+	for _, tc := range []struct{ name, text string }{
+		{"short answer", "Renewable energy has grown quickly over the last decade, and storage is next."},
+		{"loop found", "Here is my answer: " + strings.Repeat("I can't help with that. ", 10)},
+		{"ring wrapped", long.String()},
+		{"symbols", strings.Repeat("{[(<>)]}", 300)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDefault().(*Detector)
+			b := d.bufs
+			d.Write([]byte(tc.text))
+			d.Close()
+			for name, tab := range map[string][]uint64{"hashes": b.hashes, "kh": b.kh, "seen": b.seen, "prefixes": b.prefixes} {
+				for i, v := range tab {
+					if v != 0 {
+						t.Fatalf("%s[%d] = %#x after Close", name, i, v)
+					}
+				}
+			}
+			for i, v := range b.table {
+				if v != 0 {
+					t.Fatalf("table[%d] = %d after Close", i, v)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkShortAnswer is one request's detector over a short answer:
+// built on pooled tables, fed, closed (its tables cleared for the next).
+func BenchmarkShortAnswer(b *testing.B) {
+	var sb strings.Builder
+	for i := range 128 {
+		fmt.Fprintf(&sb, "word%d ", i) // no loop: the whole answer is read
+	}
+	text := []byte(sb.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		d := newDefault().(*Detector)
+		d.Write(text)
+		d.Close()
+	}
+}
