@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -441,4 +442,49 @@ func BenchmarkShortAnswer(b *testing.B) {
 		d.Write(text)
 		d.Close()
 	}
+}
+
+// byteTokens is the tokenizer's output for p fed one byte at a time, the
+// ASCII bytes through its general path (ascii), the others and those
+// that end a cut rune through write (where a word's letters never follow).
+func byteTokens(p []byte) [][3]uint64 {
+	var out [][3]uint64
+	emit := func(h uint64, start, end int) { out = append(out, [3]uint64{h, uint64(start), uint64(end)}) }
+	t := tokenizer{prefixes: make([]uint64, 1<<prefixBits/64)}
+	for _, c := range p {
+		if c < utf8.RuneSelf && t.ncarry == 0 {
+			t.ascii(c, t.off, emit)
+			t.off++
+			continue
+		}
+		t.write([]byte{c}, emit)
+	}
+	t.flush(emit)
+	return out
+}
+
+func writeTokens(p []byte) [][3]uint64 {
+	var out [][3]uint64
+	emit := func(h uint64, start, end int) { out = append(out, [3]uint64{h, uint64(start), uint64(end)}) }
+	t := tokenizer{prefixes: make([]uint64, 1<<prefixBits/64)}
+	t.write(p, emit)
+	t.flush(emit)
+	return out
+}
+
+// FuzzTokenizerWordBytes holds the tokenizer's fast path for the letters
+// of a word to the general one, byte for byte, on every input.
+func FuzzTokenizerWordBytes(f *testing.F) {
+	for _, c := range tableCases {
+		f.Add([]byte(c.text))
+	}
+	for _, c := range loadCorpus(f) {
+		f.Add([]byte(c.text))
+	}
+	f.Add([]byte("Hello, World_42 -- ---- naïve Straße\n\tEND"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := writeTokens(p), byteTokens(p); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%q: tokens %v, byte by byte %v", p, got, want)
+		}
+	})
 }
