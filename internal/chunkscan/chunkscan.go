@@ -257,26 +257,11 @@ const (
 // stops flags, in the high bit of each byte of the little-endian word w,
 // the bytes that end a run of plain string bytes: a quote, a backslash or
 // a control character. Only the lowest flag is exact (a borrow may flag
-// bytes above a true one), which is all plainRun needs.
+// bytes above a true one), which is all str needs.
 func stops(w uint64) uint64 {
 	q := w ^ (lsb * '"')
 	b := w ^ (lsb * '\\')
 	return ((q-lsb)&^q | (b-lsb)&^b | (w-lsb*0x20)&^w) & msb
-}
-
-// plainRun returns the index of the first byte of p at or after i that is
-// not plain (len(p) when there is none), eight bytes at a time: most of a
-// chunk's bytes are inside strings.
-func plainRun(p []byte, i int) int {
-	for ; i+8 <= len(p); i += 8 {
-		if m := stops(binary.LittleEndian.Uint64(p[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-	}
-	for i < len(p) && plain[p[i]] {
-		i++
-	}
-	return i
 }
 
 // str reads a string at s.i (at its opening quote) and returns its span.
@@ -285,7 +270,23 @@ func (s *scanner) str() (Span, bool, error) {
 	i := start + 1
 	escaped := false
 	for {
-		if i = plainRun(p, i); i >= len(p) {
+		// Skip the plain bytes eight at a time (most strings end within
+		// a word or two), the last few one by one.
+	run:
+		for {
+			if i+8 > len(p) {
+				for i < len(p) && plain[p[i]] {
+					i++
+				}
+				break run
+			}
+			if m := stops(binary.LittleEndian.Uint64(p[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break run
+			}
+			i += 8
+		}
+		if i >= len(p) {
 			s.i = len(p)
 			return Span{}, false, s.fail("unexpected end of input in a string")
 		}

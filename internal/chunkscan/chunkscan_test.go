@@ -342,55 +342,91 @@ func FuzzAppendQuoted(f *testing.F) {
 	f.Fuzz(quotedMatches)
 }
 
-// plainRunBytes is plainRun one byte at a time, the reference the
-// word-at-a-time loop is held to.
-func plainRunBytes(p []byte, i int) int {
-	for i < len(p) && p[i] >= 0x20 && p[i] != '"' && p[i] != '\\' {
-		i++
+// strBytes is str one byte at a time, the reference the word-at-a-time
+// scan is held to: the string's end (or where it failed) and whether it
+// has escapes.
+func strBytes(p []byte, i int) (end int, escaped, ok bool) {
+	for i++; i < len(p); {
+		switch c := p[i]; {
+		case c == '"':
+			return i + 1, escaped, true
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(p) {
+				return len(p), false, false
+			}
+			switch p[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(p) || hex4(p[i+2:i+6]) < 0 {
+					return i, false, false
+				}
+				i += 6
+			default:
+				return i, false, false
+			}
+		case c < 0x20:
+			return i, false, false
+		default:
+			i++
+		}
 	}
-	return i
+	return len(p), false, false
 }
 
-func TestPlainRun(t *testing.T) {
+// strMatches checks str against strBytes at every quote of p.
+func strMatches(t *testing.T, p []byte) {
+	t.Helper()
+	for i, c := range p {
+		if c != '"' {
+			continue
+		}
+		s := scanner{p: p, i: i}
+		sp, esc, err := s.str()
+		end, wantEsc, ok := strBytes(p, i)
+		switch {
+		case (err == nil) != ok:
+			t.Fatalf("str(%q) at %d: error %v, byte loop ok=%v", p, i, err, ok)
+		case ok && (sp != Span{i, end} || esc != wantEsc || s.i != end):
+			t.Fatalf("str(%q) at %d: span %v escaped %v next %d, byte loop ends at %d escaped %v", p, i, sp, esc, s.i, end, wantEsc)
+		case !ok && err.(*Error).Offset != end:
+			t.Fatalf("str(%q) at %d: fails at %d, byte loop at %d", p, i, err.(*Error).Offset, end)
+		}
+	}
+}
+
+func TestStrWordAtATime(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		in   string
 	}{
-		{"empty", ""},
-		{"short plain", "abc"},
-		{"quote in first word", `ab"cdefghij`},
-		{"backslash in second word", `abcdefghij\klm`},
-		{"control byte after a word", "abcdefgh\x1fij"},
-		{"quote at a word's last byte", `abcdefg"`},
-		{"high bytes are plain", "\x80\x9f\xa0\xff\xe2\x80\xa8abcdefgh\"x"},
-		{"byte 0x20 and 0x7f are plain", " \x7f \x7f \x7f \x7f \x7f\x00"},
-		{"stop after a borrow", "\x00\x22\x5c\x00\x22\x5c\x00\x22"},
+		{"empty string", `""`},
+		{"short", `"abc"`},
+		{"quote in the first word", `"ab"cdefghij"`},
+		{"backslash in the second word", `"abcdefghij\klm"`},
+		{"control byte after a word", "\"abcdefgh\x1fij\""},
+		{"quote at a word's last byte", `"abcdefg"`},
+		{"high bytes are plain", "\"\x80\x9f\xa0\xff\xe2\x80\xa8abcdefgh\"x"},
+		{"bytes 0x20 and 0x7f are plain", "\" \x7f \x7f \x7f \x7f \x7f\""},
+		{"a stop right after a borrow", "\"\x01\x22\x5c\x00\x22\x5c\x00\x22"},
+		{"escapes across words", `"abcdefg\u00e9hijklmn\"opqrstu\\"`},
+		{"bad escape after a word", `"abcdefghij\x"`},
+		{"unterminated", `"abcdefghijklmnop`},
+		{"cut escape", `"abcdefghij\`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := []byte(tc.in)
-			for i := 0; i <= len(p); i++ {
-				if got, want := plainRun(p, i), plainRunBytes(p, i); got != want {
-					t.Errorf("plainRun(%q, %d) = %d, want %d", p, i, got, want)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { strMatches(t, []byte(tc.in)) })
 	}
 }
 
-// FuzzPlainRun holds the word-at-a-time scan of string bodies to the byte
-// loop on every input and start offset.
-func FuzzPlainRun(f *testing.F) {
+// FuzzStr holds the word-at-a-time string scan to the byte loop at every
+// quote of every input.
+func FuzzStr(f *testing.F) {
 	for _, tc := range cases {
 		f.Add([]byte(tc.in))
 	}
-	f.Add([]byte("abcdefg\"hijklmnop\\q\x01"))
-	f.Fuzz(func(t *testing.T, p []byte) {
-		for i := 0; i <= len(p); i++ {
-			if got, want := plainRun(p, i), plainRunBytes(p, i); got != want {
-				t.Fatalf("plainRun(%q, %d) = %d, want %d", p, i, got, want)
-			}
-		}
-	})
+	f.Add([]byte("\"abcdefg\"hijklmnop\\q\x01\""))
+	f.Fuzz(strMatches)
 }
 
 // refCounts is what a gateway decodes a closing chunk's token counts into
