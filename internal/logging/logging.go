@@ -185,7 +185,8 @@ func (r *RequestLog) finished(e events.Event, st *reqState) {
 	if model == "" {
 		model = st.model
 	}
-	attrs := []slog.Attr{
+	attrs := make([]slog.Attr, 0, 28) // room for every attribute: one allocation
+	attrs = append(attrs,
 		slog.String("request_id", e.RequestID),
 		slog.String("route", e.Route),
 		slog.String("upstream", e.Upstream),
@@ -193,7 +194,7 @@ func (r *RequestLog) finished(e events.Event, st *reqState) {
 		slog.Bool("stream", e.Stream),
 		slog.String("outcome", e.Outcome),
 		slog.Int("status", e.Status),
-	}
+	)
 	verdict, reason, action := "pass", "", string(validator.ActionRelease)
 	if v := st.verdict; v != nil {
 		verdict, reason, action = string(v.Verdict), string(v.Reason), string(v.Action)
@@ -229,7 +230,16 @@ func (r *RequestLog) finished(e events.Event, st *reqState) {
 	if e.Error != "" {
 		attrs = append(attrs, slog.String("err", e.Error))
 	}
-	r.log.LogAttrs(context.Background(), level, "request", attrs...)
+	// The record goes to the handler directly: Logger.LogAttrs would also
+	// walk the stack for a source position no handler here prints.
+	ctx := context.Background()
+	h := r.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), level, "request", 0)
+	rec.AddAttrs(attrs...)
+	_ = h.Handle(ctx, rec)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -3,6 +3,7 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -109,5 +110,25 @@ func TestOneLinePerRequest(t *testing.T) {
 	}
 	if len(r.reqs) != 0 {
 		t.Errorf("%d requests still tracked after finishing", len(r.reqs))
+	}
+}
+
+// BenchmarkRequestLine is the request log's work for one plain request:
+// its events applied and its line written.
+func BenchmarkRequestLine(b *testing.B) {
+	r := &RequestLog{log: New(io.Discard, Options{Format: JSON}), reqs: map[string]*reqState{}}
+	pass := &validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease}
+	evs := []events.Event{
+		{Kind: events.RequestStarted, RequestID: "a", Model: "stories"},
+		{Kind: events.AttemptStarted, RequestID: "a", Attempt: 1},
+		{Kind: events.Verdict, RequestID: "a", Verdict: pass},
+		{Kind: events.RequestFinished, RequestID: "a", Route: "chat", Upstream: "up", Stream: true, Outcome: "released", Status: 200,
+			TTFT: 2 * time.Millisecond, Duration: 30 * time.Millisecond, Tokens: 128},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, e := range evs {
+			r.Handle(e)
+		}
 	}
 }
