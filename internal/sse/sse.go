@@ -163,6 +163,16 @@ func (r *Reader) Next() (*Event, error) {
 		}
 		switch string(field) {
 		case "data":
+			if !hasData {
+				// The common event, one data line whose blank line is
+				// already buffered: its data is returned where it lies,
+				// without a copy (consuming a buffered line moves nothing).
+				if n := blankLineBuffered(r.br); n > 0 {
+					r.br.Discard(n)
+					r.ev.Data = value
+					return &r.ev, nil
+				}
+			}
 			if hasData {
 				r.data = append(r.data, '\n')
 			}
@@ -174,6 +184,19 @@ func (r *Reader) Next() (*Event, error) {
 			r.ev.ID = string(value)
 		}
 	}
+}
+
+// blankLineBuffered returns the length of the blank line ("\n" or
+// "\r\n") at the head of br's buffered data, 0 when there is none there.
+func blankLineBuffered(br *bufio.Reader) int {
+	b, _ := br.Peek(min(2, br.Buffered()))
+	switch {
+	case len(b) > 0 && b[0] == '\n':
+		return 1
+	case len(b) == 2 && b[0] == '\r' && b[1] == '\n':
+		return 2
+	}
+	return 0
 }
 
 // LineReader reads newline-delimited JSON (Ollama's streams) one line at
