@@ -55,7 +55,20 @@ func main() {
 		rp := httputil.NewSingleHostReverseProxy(u)
 		rp.FlushInterval = -1
 		rp.Transport = upstream.NewClient().Transport
-		h = rp
+		// The body is read whole before it is forwarded, as Aegis reads
+		// it: once the proxy has flushed the response headers, net/http
+		// may close a request body not read to its end, while the
+		// transport may still be reading it to confirm its end; the
+		// transport's write then fails and the stream is cut empty.
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<20))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			rp.ServeHTTP(w, r)
+		})
 	default:
 		fmt.Fprintln(os.Stderr, "loadrig: give one of -replay FILE or -proxy URL")
 		os.Exit(2)
