@@ -108,22 +108,24 @@ func (s *Session) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, erro
 	}
 	if w := s.Worker(); w != "" {
 		msg, err := s.request(ctx, WorkerSubject(w), data)
-		if errors.Is(err, errDropped) {
-			s.stick("")
-			return s.unreachable(ctx, j, fmt.Errorf("%w: %w", ErrUnreachable, err))
-		}
 		if !errors.Is(err, nats.ErrNoResponders) {
-			return s.decode(msg, err)
+			return s.answer(ctx, j, msg, err)
 		}
 		s.stick("") // the worker is gone: ask the group
 	}
 	msg, err := s.request(ctx, s.subject, data)
-	switch {
-	case errors.Is(err, errDropped):
+	if errors.Is(err, nats.ErrNoResponders) && s.fallback != nil {
+		return s.fallback.Judge(ctx, j)
+	}
+	return s.answer(ctx, j, msg, err)
+}
+
+// answer turns what request returned into the call's result; a reply lost
+// with the connection is answered as a call made while NATS is away.
+func (s *Session) answer(ctx context.Context, j llm.Judgement, msg *nats.Msg, err error) (*llm.Result, error) {
+	if errors.Is(err, errDropped) {
 		s.stick("")
 		return s.unreachable(ctx, j, fmt.Errorf("%w: %w", ErrUnreachable, err))
-	case errors.Is(err, nats.ErrNoResponders) && s.fallback != nil:
-		return s.fallback.Judge(ctx, j)
 	}
 	return s.decode(msg, err)
 }
