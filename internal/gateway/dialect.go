@@ -133,6 +133,9 @@ type chunk struct {
 	p   []byte
 	f   chunkscan.Fields
 	buf []byte
+	// memo reads the stream's chunks that differ from the last only in
+	// their text without walking their whole structure.
+	memo chunkscan.Memo
 }
 
 // readText reads the chunk's time and text, the members both wire

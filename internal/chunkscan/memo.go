@@ -1,0 +1,61 @@
+package chunkscan
+
+import "bytes"
+
+// A Memo reads one stream's chunks, remembering the last chunk it read in
+// full. A server sends almost every chunk of an answer with the same
+// bytes around its text: the same keys in the same order, the same id,
+// model and timestamp. A chunk whose bytes equal the remembered chunk's
+// before and after its text string, and whose text is a valid JSON string
+// in between, reads exactly as the remembered one did with the text
+// replaced: the grammar of JSON gives one string token the same place
+// whatever it holds, and no other field depends on the text. Such a chunk
+// costs two byte comparisons and a scan of its string, not a walk of its
+// whole structure; any other chunk is read by Scan and remembered.
+//
+// The zero Memo is ready to use. A Memo is not safe for concurrent use.
+type Memo struct {
+	f    Format
+	prev []byte // the last chunk read in full (a copy)
+	out  Fields // what Scan found in it
+	ok   bool   // prev and out hold a chunk with a text string
+}
+
+// Scan reads the chunk p in format f into out, as the package's Scan does.
+func (m *Memo) Scan(f Format, p []byte, out *Fields) error {
+	if m.ok && m.f == f && m.reuse(p, out) {
+		return nil
+	}
+	m.ok = false
+	if err := Scan(f, p, out); err != nil {
+		return err
+	}
+	if t := out.Text; t.Present() {
+		m.f, m.prev, m.out, m.ok = f, append(m.prev[:0], p...), *out, true
+	}
+	return nil
+}
+
+// reuse reads p from the remembered chunk when only its text differs.
+func (m *Memo) reuse(p []byte, out *Fields) bool {
+	t := m.out.Text
+	// The bytes up to and with the text's opening quote.
+	if len(p) <= t.Start || !bytes.Equal(p[:t.Start+1], m.prev[:t.Start+1]) {
+		return false
+	}
+	s := scanner{p: p, i: t.Start}
+	sp, _, err := s.str()
+	if err != nil || !bytes.Equal(p[sp.End:], m.prev[t.End:]) {
+		return false
+	}
+	*out = m.out
+	d := sp.End - t.End
+	for _, v := range [...]*Span{&out.ToolCalls, &out.FinishReason, &out.Error, &out.ID, &out.Model, &out.Fingerprint, &out.CreatedAt} {
+		if v.Present() && v.Start >= t.End {
+			v.Start += d
+			v.End += d
+		}
+	}
+	out.Text = sp
+	return true
+}
