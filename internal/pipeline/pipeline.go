@@ -87,6 +87,7 @@ type Attempt struct {
 	complete bool
 
 	vs       []validator.Validator
+	bg       []bool // vs[i] is a Background check
 	tickers  []validator.Ticker
 	toolChks []validator.ToolCallChecker
 	bgs      []validator.Background
@@ -102,6 +103,7 @@ type Attempt struct {
 	state     State
 	frozen    int
 	released  int
+	ticked    time.Time // the time the tickers were last told
 
 	// arrivals are the pieces of output not yet released, with when they
 	// arrived (for max_hold).
@@ -170,7 +172,7 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 		a.maxHold = p.MaxHold
 	}
 	if len(a.tickers) > 0 {
-		a.tick(a.now())
+		a.tick(a.now(), true)
 	}
 	return a, nil
 }
@@ -180,6 +182,8 @@ func (a *Attempt) add(v validator.Validator) {
 		return
 	}
 	a.vs = append(a.vs, v)
+	_, bg := v.(validator.Background)
+	a.bg = append(a.bg, bg)
 	if t, ok := v.(validator.Ticker); ok {
 		a.tickers = append(a.tickers, t)
 	}
@@ -237,8 +241,10 @@ func (a *Attempt) Feed(p []byte, at time.Time) Step {
 	if a.closed {
 		return a.step(at)
 	}
-	if len(a.tickers) > 0 {
-		a.tick(at) // the time up to the arrival, before the text
+	if len(a.tickers) > 0 && !at.Equal(a.ticked) {
+		// The time up to the arrival, before the text; a chunk that
+		// arrived with the one before it brings no new time.
+		a.tick(at, true)
 	}
 	a.fed += len(p)
 	if a.maxHold > 0 && len(p) > 0 {
@@ -250,10 +256,7 @@ func (a *Attempt) Feed(p []byte, at time.Time) Step {
 		}
 	}
 	if len(a.tickers) > 0 {
-		a.tick(at) // the text arrived at at
-	}
-	if !a.failed {
-		a.checkFailed()
+		a.tick(at, false) // the text arrived at at; step looks for failures
 	}
 	return a.step(at)
 }
@@ -279,19 +282,22 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 // checks reported since the last step.
 func (a *Attempt) Tick(now time.Time) Step {
 	if a.state != Done {
-		a.tick(now)
+		a.tick(now, false)
 	}
 	return a.step(now)
 }
 
-func (a *Attempt) tick(now time.Time) {
+// tick tells the tickers the time; check looks for a failure after, for a
+// caller that must know before it goes on (step looks anyway).
+func (a *Attempt) tick(now time.Time, check bool) {
 	if a.failed && !a.complete {
 		return
 	}
+	a.ticked = now
 	for _, t := range a.tickers {
 		t.Tick(now)
 	}
-	if !a.failed {
+	if check && !a.failed {
 		a.checkFailed()
 	}
 }
@@ -320,7 +326,7 @@ func (a *Attempt) CloseAt(now time.Time) Step {
 		return a.step(now)
 	}
 	if len(a.tickers) > 0 {
-		a.tick(now)
+		a.tick(now, true)
 	}
 	a.closed = true
 	if !a.failed || a.complete {
@@ -412,9 +418,9 @@ func (a *Attempt) heldByBackground() (o, sync int, who string) {
 	a.arrivals = a.arrivals[k:]
 	sync = a.fed
 	bg := a.fed
-	for _, v := range a.vs {
+	for i, v := range a.vs {
 		n := v.Settled()
-		if _, ok := v.(validator.Background); ok {
+		if a.bg[i] {
 			if n < bg {
 				bg, who = n, v.Name()
 			}
@@ -514,9 +520,9 @@ func (a *Attempt) checkFailed() {
 
 func (a *Attempt) settled() int {
 	s := a.fed
-	for _, v := range a.vs {
+	for i, v := range a.vs {
 		n := v.Settled()
-		if _, ok := v.(validator.Background); ok {
+		if a.bg[i] {
 			n = max(n, a.held)
 		}
 		s = min(s, n)
