@@ -163,4 +163,6 @@ type exchange struct {
 
 	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
 	carried int         // released tokens of earlier attempts
+
+	scratch *scratch // where the reusable buffers came from (recycle)
 }

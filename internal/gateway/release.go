@@ -234,11 +234,70 @@ func (r *releaser) releaseCleared(chk Checker, at time.Time) {
 }
 
 // bindReleaser gives the releaser what it needs of the exchange, once,
-// before the first attempt.
+// before the first attempt, with the buffers a finished exchange left.
 func (x *exchange) bindReleaser() {
 	r := &x.releaser
 	r.client, r.wire, r.tpl, r.streamed = x.w, x.route, &x.tpl, x.stream
 	r.clock, r.writeTimeout, r.cancel = x.g.clock(), x.g.clientWriteTimeout(), x.cancel
+	if s, ok := scratchPool.Get().(*scratch); ok {
+		r.spare, r.pending, x.tokens = s.spare, s.pending[:0], s.tokens[:0]
+		*s = scratch{}
+		x.scratch = s
+	}
+	if r.text == nil {
+		// A typical answer's text in one allocation, not a dozen
+		// doublings.
+		r.text = make([]byte, 0, 1<<10)
+	}
+}
+
+// scratch holds the buffers of a finished exchange that nothing outside
+// it refers to: the spare chunk buffers (each one's chunk went out, copied
+// into the write buffer), the list of pending chunks and the token
+// offsets. The next exchange takes them over, so that holding chunks back
+// and counting tokens allocate nothing once a server is under way.
+type scratch struct {
+	spare   [][]byte
+	pending []pend
+	tokens  []tokenSpan
+}
+
+var scratchPool sync.Pool // *scratch
+
+// Bounds on what scratch keeps: a rare long answer's buffers are left
+// to the collector.
+const (
+	maxScratchSpare = 64
+	maxScratchBuf   = 4 << 10
+	maxScratchList  = 16 << 10
+)
+
+// recycle gives the write buffer and the scratch buffers back once
+// nothing more is written.
+func (x *exchange) recycle() {
+	x.releaser.recycle()
+	s := x.scratch
+	if s == nil {
+		s = &scratch{}
+	}
+	n := 0
+	for _, b := range x.spare {
+		if n < maxScratchSpare && cap(b) <= maxScratchBuf {
+			x.spare[n] = b[:0]
+			n++
+		}
+	}
+	clear(x.spare[n:])
+	s.spare = x.spare[:n]
+	if cap(x.pending) <= maxScratchList {
+		clear(x.pending[:cap(x.pending)]) // the chunks they point to
+		s.pending = x.pending[:0]
+	}
+	if cap(x.tokens) <= maxScratchList {
+		s.tokens = x.tokens[:0]
+	}
+	x.spare, x.pending, x.tokens, x.scratch = nil, nil, nil, nil
+	scratchPool.Put(s)
 }
 
 func (x *exchange) meta(v validator.Verdict) *meta {
