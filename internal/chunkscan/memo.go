@@ -19,11 +19,13 @@ type Memo struct {
 	prev []byte // the last chunk read in full (a copy)
 	out  Fields // what Scan found in it
 	ok   bool   // prev and out hold a chunk with a text string
+
+	reused bool // the last chunk was read from the remembered one
 }
 
 // Scan reads the chunk p in format f into out, as the package's Scan does.
 func (m *Memo) Scan(f Format, p []byte, out *Fields) error {
-	if m.ok && m.f == f && m.reuse(p, out) {
+	if m.reused = m.ok && m.f == f && m.reuse(p, out); m.reused {
 		return nil
 	}
 	m.ok = false
@@ -35,6 +37,12 @@ func (m *Memo) Scan(f Format, p []byte, out *Fields) error {
 	}
 	return nil
 }
+
+// Reused reports whether the last chunk Scan read was read from the
+// remembered one: its bytes outside its text are those of a chunk read
+// before, so a caller that vetted that chunk's bytes need vet only this
+// one's text.
+func (m *Memo) Reused() bool { return m.reused }
 
 // reuse reads p from the remembered chunk when only its text differs.
 func (m *Memo) reuse(p []byte, out *Fields) bool {

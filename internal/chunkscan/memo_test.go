@@ -22,6 +22,11 @@ func memoMatches(t *testing.T, f Format, chunks ...[]byte) (reused int) {
 		}
 		if hit && m.ok && string(m.prev) != string(p) {
 			reused++
+			if !m.Reused() {
+				t.Fatalf("chunk %d %q: read from the remembered chunk, Reused false", i, p)
+			}
+		} else if m.Reused() && string(m.prev) != string(p) {
+			t.Fatalf("chunk %d %q: read in full, Reused true", i, p)
 		}
 	}
 	return reused

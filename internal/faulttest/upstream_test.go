@@ -175,9 +175,12 @@ var upstreamFaults = []upstreamFault{
 			f.chunk(w, "valid ")
 			f.raw(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"bad \xff\xfe bytes \"}}]}\n\n")
 			f.raw(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lone \\ud800 high, pair \\ud83d\\ude00 ok\"}}]}\n\n")
+			// Bad bytes after the text of a chunk shaped like the last.
+			f.raw(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" end\"}}],\"model\":\"m\xff\"}\n\n")
+			f.raw(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"!\"}}],\"model\":\"m\xff\"}\n\n")
 			f.finish(w)
 		},
-		status: 200, content: "valid bad \ufffd bytes lone \ufffd high, pair \U0001F600 ok", posts: 1,
+		status: 200, content: "valid bad \ufffd bytes lone \ufffd high, pair \U0001F600 ok end!", posts: 1,
 		check: func(t *testing.T, o outcome) {
 			if !strings.Contains(string(o.aegis["findings"]), "UTF-8") {
 				t.Fatalf("no finding says the text was repaired: %s", o.aegis["findings"])

@@ -228,8 +228,13 @@ func (x *exchange) attempt(n int, body []byte) result {
 				}
 				return upstreamFailed(uc.err, uc.at)
 			}
-			p := x.validUTF8(uc.p)
-			if err := x.route.parse(p, &c); err != nil {
+			p := uc.p
+			err := x.route.parse(p, &c)
+			if err == nil && needsRepair(c.unvetted()) {
+				p = x.validUTF8(p)
+				err = x.route.parse(p, &c)
+			}
+			if err != nil {
 				return upstreamFailed(err, uc.at)
 			}
 			if f, over := x.overCap(&c); over {

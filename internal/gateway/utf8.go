@@ -28,6 +28,26 @@ func (x *exchange) validUTF8(p []byte) []byte {
 	return p
 }
 
+// needsRepair reports whether validUTF8 would change b.
+func needsRepair(b []byte) bool {
+	if !utf8.Valid(b) {
+		return true
+	}
+	_, lone := replaceLoneSurrogates(b)
+	return lone
+}
+
+// unvetted returns the bytes of the parsed payload that no earlier payload
+// of the stream vetted: its text when the scanner read the rest from the
+// last payload it read in full (whose bytes were vetted, or repaired and
+// read again), else all of it.
+func (c *chunk) unvetted() []byte {
+	if c.memo.Reused() {
+		return c.f.Text.Of(c.p)
+	}
+	return c.p
+}
+
 // replaceLoneSurrogates rewrites every \uD800-\uDFFF escape in the JSON
 // text p that is not part of a high-low pair as \ufffd (same length). It
 // returns p unchanged and false when there is none.
