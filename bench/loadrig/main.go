@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -55,6 +56,14 @@ func main() {
 		rp := httputil.NewSingleHostReverseProxy(u)
 		rp.FlushInterval = -1
 		rp.Transport = upstream.NewClient().Transport
+		// A client that leaves mid-stream (wrk at the end of a run) is
+		// no error worth a line; anything else is logged as before.
+		rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			if !errors.Is(err, context.Canceled) {
+				log.Printf("http: proxy error: %v", err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		}
 		// The body is read whole before it is forwarded, as Aegis reads
 		// it: once the proxy has flushed the response headers, net/http
 		// may close a request body not read to its end, while the

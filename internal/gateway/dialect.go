@@ -117,6 +117,22 @@ var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dia
 // and identity point into the payload and a buffer the chunk reuses: they
 // are valid until the next parse.
 type chunk struct {
+	payloadFields
+	buf []byte
+	// memo reads the stream's chunks that differ from the last only in
+	// their text without walking their whole structure.
+	memo chunkscan.Memo
+}
+
+// reset readies c for the payload p: what the last payload held is
+// cleared, the buffer and the memo stay.
+func (c *chunk) reset(p []byte) {
+	c.payloadFields = payloadFields{p: p}
+	c.buf = c.buf[:0]
+}
+
+// payloadFields are the fields of a chunk read from one payload.
+type payloadFields struct {
 	text      []byte
 	hasText   bool
 	toolCalls []openai.ToolCall
@@ -130,12 +146,8 @@ type chunk struct {
 	created      int64
 	// p and f are the payload and what the scanner found in it; the
 	// identity strings are read from them only when needed.
-	p   []byte
-	f   chunkscan.Fields
-	buf []byte
-	// memo reads the stream's chunks that differ from the last only in
-	// their text without walking their whole structure.
-	memo chunkscan.Memo
+	p []byte
+	f chunkscan.Fields
 }
 
 // readText reads the chunk's time and text, the members both wire

@@ -87,7 +87,7 @@ func (ndjsonWire) newStream(body io.ReadCloser) *upstream.Stream {
 }
 
 func (ndjsonWire) parse(p []byte, c *chunk) error {
-	*c = chunk{buf: c.buf[:0], memo: c.memo, p: p}
+	c.reset(p)
 	if err := c.memo.Scan(chunkscan.Ollama, p, &c.f); err != nil {
 		return fmt.Errorf("upstream sent a line that is not JSON: %w", err)
 	}

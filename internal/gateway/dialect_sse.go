@@ -102,7 +102,7 @@ func (sseWire) collect(a *fieldAcc, m rawBody) {
 func (sseWire) newStream(body io.ReadCloser) *upstream.Stream { return upstream.NewSSEStream(body) }
 
 func (w sseWire) parse(p []byte, c *chunk) error {
-	*c = chunk{buf: c.buf[:0], memo: c.memo, p: p}
+	c.reset(p)
 	if err := c.memo.Scan(w.format, p, &c.f); err != nil {
 		return fmt.Errorf("upstream sent an event that is not JSON: %w", err)
 	}
