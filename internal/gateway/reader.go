@@ -84,7 +84,7 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 	r := &reader{last: clk.Now(), ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
 		stop: ctx.Done(), clk: clk}
 	r.q, r.spare = getQueue(), getQueue()
-	go func() {
+	goRead(func() {
 		defer close(r.done)
 		defer r.retire()
 		st, refused := open()
@@ -106,8 +106,43 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 				return
 			}
 		}
-	}()
+	})
 	return r
+}
+
+// idleReaders hands a reader's work to a goroutine that finished its last
+// reader and waits for another: its stack has grown already to what
+// sending a request and reading an answer take (a new goroutine grows and
+// copies its stack two or three times in each request). A send succeeds
+// only while such a goroutine waits.
+var idleReaders = make(chan func())
+
+// readerIdle is how long a goroutine waits for another reader before it
+// ends.
+const readerIdle = time.Second
+
+// goRead runs f on a waiting reader goroutine, or on a new one.
+func goRead(f func()) {
+	select {
+	case idleReaders <- f:
+	default:
+		go readLoop(f)
+	}
+}
+
+func readLoop(f func()) {
+	t := time.NewTimer(readerIdle)
+	defer t.Stop()
+	for {
+		f()
+		f = nil // nothing of the finished reader stays reachable
+		t.Reset(readerIdle)
+		select {
+		case f = <-idleReaders:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // pushPayload queues what the stream's Next returned, stamped with its
