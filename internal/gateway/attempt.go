@@ -187,13 +187,18 @@ func (x *exchange) attempt(n int, body []byte) result {
 	}
 	// drain feeds every chunk the reader has queued; it returns a result
 	// when the attempt ended on the upstream's side.
-	drain := func() (pipeline.Step, *result) {
+	drain := func() (step pipeline.Step, res *result) {
 		// What the chunks of one batch release goes to the client in one
 		// write: under load the reader queues several, as a proxy's read
-		// returns several.
+		// returns several. When the batch ends a passed attempt, its
+		// text goes out with the verdict (pass).
 		x.batch = true
-		defer func() { x.batch = false; x.flush() }()
-		var step pipeline.Step
+		defer func() {
+			x.batch = false
+			if !passed(step, res) {
+				x.flush()
+			}
+		}()
 		q := rd.take()
 		for i, uc := range q {
 			if closed {
@@ -306,8 +311,11 @@ func (x *exchange) attempt(n int, body []byte) result {
 			cancel() // stop the generation at once: a loop must not run to max_tokens
 		}
 		// What the checks cleared goes out, also before a failure: a
-		// retry continues it.
+		// retry continues it. A passed attempt's last text waits in the
+		// write buffer for the verdict: one write ends the stream.
+		x.batch = passed(step, res)
 		x.release(step.Release)
+		x.batch = false
 		if step.State == pipeline.Done {
 			kind := resPass
 			if step.Failed {
@@ -325,6 +333,12 @@ func (x *exchange) attempt(n int, body []byte) result {
 			}
 		}
 	}
+}
+
+// passed reports whether an attempt's step ends it passed: what is left
+// of its output then goes out with the verdict.
+func passed(step pipeline.Step, res *result) bool {
+	return res == nil && step.State == pipeline.Done && !step.Failed
 }
 
 // feed hands one parsed chunk to the checks and releases what they

@@ -311,6 +311,9 @@ func (x *exchange) pass(v validator.Verdict) {
 	x.adjustUsage()
 	m := x.meta(v)
 	if x.stream {
+		// The rest of the text, the held tool calls, the closing chunks
+		// and the verdict: one write (end).
+		x.batch = true
 		x.release(len(x.text))
 		for _, p := range x.heldTool {
 			x.emit(p)
@@ -324,6 +327,7 @@ func (x *exchange) pass(v validator.Verdict) {
 			}
 			x.emit(p)
 		}
+		x.batch = false
 		setVerdictHeaders(x.w.Header(), m) // sent as trailers
 		x.end(nil)
 	} else {

@@ -3,10 +3,13 @@ package gateway
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
 // recordingWriter is a client that keeps what it is sent and counts the
@@ -116,4 +119,38 @@ func TestReleaser(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPassEndsInOneWrite: the text the checks hold until the answer ends
+// goes out in the write that carries the verdict, not in a write of its
+// own before it.
+func TestPassEndsInOneWrite(t *testing.T) {
+	var evs [][]byte
+	for _, tok := range []string{"the", " cat", " and", " the"} { // the last word was seen: held to the end
+		evs = append(evs, []byte("data: "+chatChunk(tok)+"\n\n"))
+	}
+	evs = append(evs, []byte("data: "+finishChunk+"\n\n"), []byte("data: [DONE]\n\n"))
+	up := mustUpstream(t, "up", replay(t, evs, 0).URL, upstream.KindLlamaServer)
+	g := &Gateway{Upstreams: []*upstream.Upstream{up}}
+	w := &recordingWriter{discardWriter: discardWriter{h: http.Header{}}}
+	var last []byte
+	g.ServeHTTP(&lastWrite{w, &last}, httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`)))
+	if !bytes.Contains(w.got.Bytes(), []byte(`"verdict":"pass"`)) {
+		t.Fatalf("no passed verdict in %q", w.got.Bytes())
+	}
+	if !bytes.Contains(last, []byte(`"content":"the"`)) || !bytes.Contains(last, []byte(`"verdict":"pass"`)) {
+		t.Errorf("the last write %q does not carry both the held text and the verdict", last)
+	}
+}
+
+// lastWrite keeps the last write a recordingWriter got.
+type lastWrite struct {
+	*recordingWriter
+	last *[]byte
+}
+
+func (w *lastWrite) Write(p []byte) (int, error) {
+	*w.last = append((*w.last)[:0], p...)
+	return w.recordingWriter.Write(p)
 }
