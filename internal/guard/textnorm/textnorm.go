@@ -101,6 +101,16 @@ func Normalize(s string) string {
 	return strings.Join(joinSpaced(words), " ")
 }
 
+// leetASCII marks the ASCII runes leet maps.
+var leetASCII = func() (t [utf8.RuneSelf]bool) {
+	for r := range leet {
+		if r < utf8.RuneSelf {
+			t[r] = true
+		}
+	}
+	return t
+}()
+
 // foldWord maps look-alikes and leetspeak inside one whitespace-free token.
 func foldWord(w string) string {
 	latin, other, allConf, letters := 0, 0, true, 0
@@ -114,14 +124,19 @@ func foldWord(w string) string {
 		} else {
 			other++
 		}
-		if _, ok := confusable[r]; !ok && r >= 0x250 {
-			allConf = false
+		if r >= 0x250 {
+			if _, ok := confusable[r]; !ok {
+				allConf = false
+			}
 		}
 	}
 	mapConf := other > 0 && (latin > 0 || allConf)
 	hasLeet := false
 	if letters > 0 {
 		for _, r := range w {
+			if r < utf8.RuneSelf && !leetASCII[r] {
+				continue // most bytes of most words: no map lookup
+			}
 			if _, ok := leet[r]; ok {
 				hasLeet = true
 				break
