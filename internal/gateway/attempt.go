@@ -200,6 +200,8 @@ func (x *exchange) attempt(n int, body []byte) result {
 			}
 		}()
 		q := rd.take()
+		fed := 0 // q[:fed] was fed: feed kept what it holds on to
+		defer func() { rd.put(q[:fed]) }()
 		for i, uc := range q {
 			if closed {
 				break
@@ -259,7 +261,7 @@ func (x *exchange) attempt(n int, body []byte) result {
 				rd.unread(q[i+1:]) // a local repair reads the rest
 				return x.step, nil // failed: the chunk may still be pending
 			}
-			rd.put(uc) // feed kept what it holds on to
+			fed = i + 1
 			step = x.step
 		}
 		if step == (pipeline.Step{}) { // nothing was fed: say where the attempt is

@@ -277,15 +277,19 @@ func (r *reader) recycle(b *block) {
 	}
 }
 
-// put gives back a payload once nothing refers to it: its block may then
-// serve another stream.
-func (r *reader) put(c upChunk) {
-	if c.blk == nil {
+// put gives back payloads once nothing refers to them: their blocks may
+// then serve another stream. One lock for a batch.
+func (r *reader) put(cs []upChunk) {
+	if len(cs) == 0 {
 		return
 	}
 	r.mu.Lock()
-	c.blk.live--
-	r.recycle(c.blk)
+	for _, c := range cs {
+		if c.blk != nil {
+			c.blk.live--
+			r.recycle(c.blk)
+		}
+	}
 	r.mu.Unlock()
 }
 

@@ -33,7 +33,7 @@ func readAhead(t testing.TB, stream []byte, want [][]byte) *reader {
 			t.Fatalf("payload %d: got %q, want %q", got, c.p, want[got])
 		}
 		got++
-		rd.put(c)
+		rd.put([]upChunk{c})
 	}
 	if got != len(want) {
 		t.Fatalf("%d payloads, want %d", got, len(want))
@@ -132,7 +132,7 @@ func TestReaderStampsOncePerRead(t *testing.T) {
 		t.Errorf("the end, read with the last payload, stamped %v, want %v", q[3].at, q[2].at)
 	}
 	for _, c := range q {
-		rd.put(c)
+		rd.put([]upChunk{c})
 	}
 	rd.release()
 }
