@@ -114,7 +114,8 @@ func startReader(ctx context.Context, open func() (*upstream.Stream, *result), c
 // reader and waits for another: its stack has grown already to what
 // sending a request and reading an answer take (a new goroutine grows and
 // copies its stack two or three times in each request). A send succeeds
-// only while such a goroutine waits.
+// only while such a goroutine waits; a nil func ends the goroutine that
+// takes it.
 var idleReaders = make(chan func())
 
 // readerIdle is how long a goroutine waits for another reader before it
@@ -139,6 +140,9 @@ func readLoop(f func()) {
 		t.Reset(readerIdle)
 		select {
 		case f = <-idleReaders:
+			if f == nil {
+				return
+			}
 		case <-t.C:
 			return
 		}
