@@ -312,18 +312,16 @@ func (x *exchange) attempt(n int, body []byte) result {
 			}
 			cancel() // stop the generation at once: a loop must not run to max_tokens
 		}
+		if passed(step, res) {
+			// pass releases the rest of the text with the verdict: one
+			// write ends the stream.
+			return result{kind: resPass, verdict: chk.Verdict(n)}
+		}
 		// What the checks cleared goes out, also before a failure: a
-		// retry continues it. A passed attempt's last text waits in the
-		// write buffer for the verdict: one write ends the stream.
-		x.batch = passed(step, res)
+		// retry continues it.
 		x.release(step.Release)
-		x.batch = false
-		if step.State == pipeline.Done {
-			kind := resPass
-			if step.Failed {
-				kind = resFail
-			}
-			return result{kind: kind, verdict: chk.Verdict(n)}
+		if step.State == pipeline.Done { // failed
+			return result{kind: resFail, verdict: chk.Verdict(n)}
 		}
 		x.noteHeld()
 		if !step.Wake.Equal(wake) {

@@ -134,11 +134,12 @@ func foldWord(w string) string {
 	hasLeet := false
 	if letters > 0 {
 		for _, r := range w {
-			if r < utf8.RuneSelf && !leetASCII[r] {
-				continue // most bytes of most words: no map lookup
+			if r < utf8.RuneSelf {
+				hasLeet = leetASCII[r] // no map lookup for ASCII
+			} else {
+				_, hasLeet = leet[r]
 			}
-			if _, ok := leet[r]; ok {
-				hasLeet = true
+			if hasLeet {
 				break
 			}
 		}
