@@ -29,7 +29,7 @@ func TestBatchOneWrite(t *testing.T) {
 	w := &countingWriter{discardWriter: discardWriter{h: http.Header{}}}
 	x, chk := streamExchange(t, g, w)
 	var c chunk
-	x.batch = true
+	x.out.startBatch()
 	framed := 0
 	for _, ev := range evs[:100] { // about 27 KB framed
 		p := ev[len("data: ") : len(ev)-2]
@@ -42,8 +42,7 @@ func TestBatchOneWrite(t *testing.T) {
 		}
 		framed += len(ev)
 	}
-	x.batch = false
-	x.flush()
+	x.out.endBatch(true)
 	if framed < 20<<10 || framed >= maxBatchBytes {
 		t.Fatalf("the batch is %d bytes; the test wants one between 20 KiB and maxBatchBytes", framed)
 	}

@@ -11,61 +11,42 @@ import (
 //
 // Tokens are counted as the upstream's text chunks: llama-server and
 // Ollama stream one token per chunk. A chunk cut by the release point
-// counts as one released token.
-
-// tokenSpan is the output offsets of one upstream text chunk.
-type tokenSpan struct{ start, end int }
-
-// noteToken records a text chunk at output offsets [start, end).
-func (x *exchange) noteToken(start, end int) {
-	x.tokens = append(x.tokens, tokenSpan{start, end})
-}
-
-// carryTokens is called when an attempt failed and another continues the
-// released prefix: it adds the released chunks of the failed attempt to
-// the tokens carried over, and forgets the rest.
-func (x *exchange) carryTokens() {
-	for _, s := range x.tokens {
-		if s.start < x.sent {
-			x.carried++
-		}
-	}
-	x.tokens = x.tokens[:0]
-}
+// counts as one released token. The releaser keeps the token offsets
+// (accept) and carries them over (carryTokens).
 
 // shrinkBudget lowers the token limit of a retry's body b by the tokens
 // the client already has, never below one.
 func (x *exchange) shrinkBudget(b rawBody) {
-	if x.carried == 0 {
+	if x.out.carried == 0 {
 		return
 	}
-	x.route.shrinkBudget(b, x.carried)
+	x.route.shrinkBudget(b, x.out.carried)
 }
 
 // adjustUsage rewrites the usage counts of the closing chunks of a
 // repaired answer: the carried tokens were sent as a prefill (prompt) but
 // the client received them as generated text.
 func (x *exchange) adjustUsage() {
-	if x.carried == 0 {
+	if x.out.carried == 0 {
 		return
 	}
-	for i, p := range x.tail {
+	for i, p := range x.cur.tail {
 		var m rawBody
 		if json.Unmarshal(p, &m) != nil || m == nil {
 			continue
 		}
 		changed := false
 		if u := m.object("usage"); len(m["usage"]) > 0 && string(m["usage"]) != "null" {
-			if moveCount(u, "prompt_tokens", "completion_tokens", x.carried) {
+			if moveCount(u, "prompt_tokens", "completion_tokens", x.out.carried) {
 				m.set("usage", u)
 				changed = true
 			}
 		}
-		if moveCount(m, "prompt_eval_count", "eval_count", x.carried) {
+		if moveCount(m, "prompt_eval_count", "eval_count", x.out.carried) {
 			changed = true
 		}
 		if changed {
-			x.tail[i] = m.encode()
+			x.cur.tail[i] = m.encode()
 		}
 	}
 }

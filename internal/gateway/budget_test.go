@@ -2,12 +2,13 @@ package gateway
 
 import (
 	"encoding/json"
-	"github.com/aegis-sentinel/aegis/internal/clock"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/clock"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/store"

@@ -38,7 +38,7 @@ func (s *subResult) WriteHeader(code int) {
 // halts halts the request with its error: a client asking for n choices
 // gets n, or an error.
 func (x *exchange) runChoices(n int) {
-	body := x.body.clone()
+	body := x.req.body.clone()
 	delete(body, "n")
 	var (
 		merged   rawBody
@@ -50,11 +50,12 @@ func (x *exchange) runChoices(n int) {
 	)
 	for i := 0; i < n; i++ {
 		res := &subResult{header: http.Header{}}
-		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, body: body,
-			vreq: x.vreq, model: x.model, up: x.up, logText: x.logText, result: res}
+		req := x.req
+		req.body = body
+		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, choice: res}
 		sub.run()
-		x.attempts += sub.attempts
-		attempts += sub.attempts
+		x.tally.attempts += sub.tally.attempts
+		attempts += sub.tally.attempts
 		if res.status != http.StatusOK {
 			for k, v := range res.header {
 				x.w.Header()[k] = v
@@ -117,6 +118,6 @@ func (x *exchange) runChoices(n int) {
 	if repaired {
 		outcome = events.OutcomeRepaired
 	}
-	x.repaired = repaired
+	x.tally.repaired = repaired
 	x.finished(outcome, http.StatusOK)
 }

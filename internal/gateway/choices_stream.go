@@ -16,17 +16,18 @@ import (
 // choice's index and the first choice's id, as an n-choice stream does.
 // A choice that halts ends the stream with its error event.
 func (x *exchange) runChoicesStream(n int) {
-	body := x.body.clone()
+	body := x.req.body.clone()
 	delete(body, "n")
 	cs := &choiceStream{w: x.w}
 	outcome := events.OutcomeReleased
 	for i := 0; i < n; i++ {
 		res := &subResult{header: http.Header{}}
 		iw := &choiceWriter{s: cs, index: i}
-		sub := &exchange{g: x.g, w: iw, r: x.r, route: x.route, id: x.id, start: x.start, body: body,
-			vreq: x.vreq, model: x.model, stream: true, up: x.up, logText: x.logText, result: res}
+		req := x.req
+		req.body = body
+		sub := &exchange{g: x.g, w: iw, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, choice: res}
 		sub.run()
-		x.attempts += sub.attempts
+		x.tally.attempts += sub.tally.attempts
 		iw.end()
 		if !cs.started {
 			// The first choice failed before its stream began: its plain

@@ -29,7 +29,7 @@ func TestAppendChunkMatchesMaps(t *testing.T) {
 				}
 			}
 			for _, fr := range []string{"stop", "length"} {
-				x := &exchange{route: k, tpl: tpl, finish: fr}
+				x := &exchange{route: k, tpl: tpl, cur: attemptState{finish: fr}}
 				if got, want := string(x.finalChunk()), mapFinal(k, &tpl, fr); got != want {
 					t.Errorf("%s %s final(%q):\n got %s\nwant %s", name, k, fr, got, want)
 				}
@@ -111,7 +111,7 @@ func BenchmarkChunkPath(b *testing.B) {
 		b.Run(pc.name, func(b *testing.B) {
 			g := &Gateway{Policy: pc.pol}
 			w := &discardWriter{h: http.Header{}}
-			x := &exchange{g: g, w: w, route: dialectChat, stream: true}
+			x := &exchange{g: g, w: w, route: dialectChat, req: request{stream: true}}
 			if err := x.decode(benchBody); err != nil {
 				b.Fatal(err)
 			}
@@ -126,10 +126,10 @@ func BenchmarkChunkPath(b *testing.B) {
 				if j == 0 {
 					b.StopTimer()
 					var err error
-					if chk, err = g.newChecker(x.vreq); err != nil {
+					if chk, err = g.newChecker(x.req.vreq); err != nil {
 						b.Fatal(err)
 					}
-					x.text, x.sent, x.pending, x.tail, x.finish, x.tpl = x.text[:0], 0, x.pending[:0], nil, "", template{}
+					x.out.text, x.out.sent, x.out.pending, x.cur, x.tpl = x.out.text[:0], 0, x.out.pending[:0], attemptState{}, template{}
 					b.StartTimer()
 				}
 				p := payloads[j]
@@ -178,12 +178,12 @@ func TestChunkPathAllocs(t *testing.T) {
 // with the checks of g's policy.
 func streamExchange(t testing.TB, g *Gateway, w http.ResponseWriter) (*exchange, Checker) {
 	t.Helper()
-	x := &exchange{g: g, w: w, route: dialectChat, stream: true}
+	x := &exchange{g: g, w: w, route: dialectChat, req: request{stream: true}}
 	if err := x.decode(benchBody); err != nil {
 		t.Fatal(err)
 	}
 	x.bindReleaser()
-	chk, err := g.newChecker(x.vreq)
+	chk, err := g.newChecker(x.req.vreq)
 	if err != nil {
 		t.Fatal(err)
 	}

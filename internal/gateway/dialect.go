@@ -16,16 +16,21 @@ import (
 
 // dialect is one wire API a client calls: OpenAI chat, OpenAI
 // completions, Ollama chat, Ollama generate (dialect_*.go, one file
-// each). It owns every difference of the wire: how the request is read
-// and edited for a retry, how the upstream's stream is framed and read,
-// and how the chunks, bodies and errors the gateway writes itself are
-// spelled. Its edits are pure functions of their arguments.
+// each). It owns every difference of the wire, in three parts: how the
+// client's request is read and edited for a retry (requestEditor), how
+// the upstream's stream is read (streamReader), and how the chunks,
+// bodies and errors the gateway writes itself are spelled (clientWriter).
+// Its edits are pure functions of their arguments.
 type dialect interface {
 	// String is the route's path, as in events and error messages.
 	String() string
-	// upstreamPath is the path to ask an upstream of kind.
-	upstreamPath(kind upstream.Kind) (string, error)
+	requestEditor
+	streamReader
+	clientWriter
+}
 
+// requestEditor reads the client's request and edits it for the upstream.
+type requestEditor interface {
 	// decode reads the fields the gateway interprets from the client's
 	// request raw (body is the same, as members).
 	decode(raw []byte, body rawBody) (request, error)
@@ -47,7 +52,12 @@ type dialect interface {
 	antiRepeat(b rawBody, kind upstream.Kind)
 	// shrinkBudget lowers b's token limit by carried, never below one.
 	shrinkBudget(b rawBody, carried int)
+}
 
+// streamReader reads an upstream's streamed answer.
+type streamReader interface {
+	// upstreamPath is the path to ask an upstream of kind.
+	upstreamPath(kind upstream.Kind) (string, error)
 	// newStream reads an upstream's streamed answer.
 	newStream(body io.ReadCloser) *upstream.Stream
 	// parse reads one payload of the stream into c, without allocating
@@ -56,10 +66,17 @@ type dialect interface {
 	// foreign reports whether c, read in attempt, must be restamped with
 	// the identity of the answer the client already has.
 	foreign(t *template, c *chunk, attempt int) bool
+	// addTools adds the tool calls of c (hasTools) to a.
+	addTools(a *toolAcc, c *chunk)
+	// toolCalls returns the calls a assembled, as the checks judge them.
+	toolCalls(a *toolAcc) []validator.ToolCall
+}
+
+// clientWriter spells what the gateway writes to the client itself.
+type clientWriter interface {
 	// appendChunk appends a chunk with text and, when finish is set, the
 	// finish reason that ends the answer.
 	appendChunk(dst []byte, t *template, text []byte, finish string) []byte
-
 	// streamHeader sets the headers of a streamed answer.
 	streamHeader(h http.Header)
 	// frame appends payload p framed for the client's stream.
@@ -69,7 +86,6 @@ type dialect interface {
 	// errorBody is the JSON body of an error (m, when set, is the
 	// verdict); coded says the error is a halt with Aegis's error code.
 	errorBody(e apiError, m *meta, coded bool) any
-
 	// collect keeps the members of one streamed payload m that a
 	// non-streamed answer carries over (rebuild.go).
 	collect(a *fieldAcc, m rawBody)
@@ -83,16 +99,18 @@ type request struct {
 	model  string
 	vreq   *validator.Request
 	stream bool
+
+	body    rawBody // the request as the client sent it, member by member
+	logText bool    // the policy allows logging text (log_text)
 }
 
 // output is what an attempt answered, as a non-streamed body carries it.
 type output struct {
-	text    string
-	finish  string // "" means stop
-	tpl     *template
-	tools   []openai.ToolCall
-	olTools []json.RawMessage
-	acc     *fieldAcc
+	text   string
+	finish string // "" means stop
+	tpl    *template
+	tools  toolAcc
+	acc    *fieldAcc
 }
 
 func (a *output) finishReason() string {
@@ -101,14 +119,6 @@ func (a *output) finishReason() string {
 	}
 	return a.finish
 }
-
-// The four dialects, one value each (an interface value made once).
-var (
-	dialectChat           dialect = chatDialect{sseWire{path: "/v1/chat/completions", format: chunkscan.Chat}}
-	dialectCompletions    dialect = completionsDialect{sseWire{path: "/v1/completions", format: chunkscan.Completions}}
-	dialectOllamaChat     dialect = ollamaChatDialect{ndjsonWire{path: "/api/chat"}}
-	dialectOllamaGenerate dialect = ollamaGenerateDialect{ndjsonWire{path: "/api/generate"}}
-)
 
 // dialects lists every dialect (tests range over it).
 var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dialectOllamaGenerate}
@@ -133,11 +143,13 @@ func (c *chunk) reset(p []byte) {
 
 // payloadFields are the fields of a chunk read from one payload.
 type payloadFields struct {
-	text      []byte
-	hasText   bool
-	toolCalls []openai.ToolCall
-	// olToolCalls are Ollama's native tool calls (whole, arguments as an object).
-	olToolCalls []json.RawMessage
+	text    []byte
+	hasText bool
+	// hasTools says the chunk carries tool calls: OpenAI's deltas, or
+	// Ollama's native calls (whole, arguments as an object).
+	hasTools bool
+	deltas   []openai.ToolCall
+	native   []json.RawMessage
 	// finish is set on the chunk that ends the answer (finish_reason, or
 	// Ollama's done:true).
 	finish       bool
@@ -249,12 +261,19 @@ func withMeta(p []byte, m *meta) []byte {
 	return append(out, '}')
 }
 
-// toolAcc assembles streamed tool-call deltas into whole calls.
+// toolAcc assembles one attempt's streamed tool calls: OpenAI's deltas
+// into whole calls, or Ollama's native calls as they came. Each dialect
+// fills the part it speaks (addTools) and reads it (toolCalls).
 type toolAcc struct {
-	calls []openai.ToolCall
+	calls  []openai.ToolCall
+	native []json.RawMessage
 }
 
-func (a *toolAcc) add(deltas []openai.ToolCall) {
+// any reports whether a holds a tool call.
+func (a *toolAcc) any() bool { return len(a.calls) > 0 || len(a.native) > 0 }
+
+// addDeltas assembles OpenAI tool-call deltas.
+func (a *toolAcc) addDeltas(deltas []openai.ToolCall) {
 	for i, d := range deltas {
 		idx := i
 		if d.Index != nil {
@@ -276,7 +295,8 @@ func (a *toolAcc) add(deltas []openai.ToolCall) {
 	}
 }
 
-func (a *toolAcc) validator() []validator.ToolCall {
+// deltaCalls returns the assembled OpenAI calls as the checks judge them.
+func (a *toolAcc) deltaCalls() []validator.ToolCall {
 	out := make([]validator.ToolCall, len(a.calls))
 	for i, c := range a.calls {
 		out[i] = c.Validator(i)
@@ -284,14 +304,18 @@ func (a *toolAcc) validator() []validator.ToolCall {
 	return out
 }
 
-// olToolCall converts one of Ollama's native tool calls.
-func olToolCall(i int, raw json.RawMessage) validator.ToolCall {
-	var c struct {
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
+// nativeCalls returns Ollama's native calls as the checks judge them.
+func (a *toolAcc) nativeCalls() []validator.ToolCall {
+	out := make([]validator.ToolCall, len(a.native))
+	for i, raw := range a.native {
+		var c struct {
+			Function struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+			} `json:"function"`
+		}
+		json.Unmarshal(raw, &c)
+		out[i] = validator.ToolCall{Index: i, ID: strconv.Itoa(i), Name: c.Function.Name, Arguments: string(c.Function.Arguments)}
 	}
-	json.Unmarshal(raw, &c)
-	return validator.ToolCall{Index: i, ID: strconv.Itoa(i), Name: c.Function.Name, Arguments: string(c.Function.Arguments)}
+	return out
 }

@@ -13,6 +13,9 @@ import (
 // messages in, Server-Sent Events of chat.completion.chunk out.
 type chatDialect struct{ sseWire }
 
+// The dialect's one value (an interface value made once).
+var dialectChat dialect = chatDialect{sseWire{path: "/v1/chat/completions", format: chunkscan.Chat}}
+
 func (chatDialect) decode(raw []byte, body rawBody) (request, error) { return decodeChat(raw) }
 
 // decodeChat reads a chat request (OpenAI's or Ollama's: both carry
@@ -69,8 +72,8 @@ func (chatDialect) appendChunk(dst []byte, t *template, text []byte, finish stri
 func (chatDialect) body(top rawBody, ans *output) []byte {
 	setIdentity(top, ans.tpl, "chat.completion")
 	msg := map[string]any{"role": "assistant", "content": ans.text}
-	if len(ans.tools) > 0 {
-		msg["tool_calls"] = wholeToolCalls(ans.tools)
+	if len(ans.tools.calls) > 0 {
+		msg["tool_calls"] = wholeToolCalls(ans.tools.calls)
 		if ans.text == "" {
 			msg["content"] = nil
 		}

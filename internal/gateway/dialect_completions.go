@@ -14,6 +14,9 @@ import (
 // out.
 type completionsDialect struct{ sseWire }
 
+// The dialect's one value (an interface value made once).
+var dialectCompletions dialect = completionsDialect{sseWire{path: "/v1/completions", format: chunkscan.Completions}}
+
 func (completionsDialect) decode(raw []byte, body rawBody) (request, error) {
 	return decodeCompletion(raw)
 }

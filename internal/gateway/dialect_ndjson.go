@@ -97,9 +97,10 @@ func (ndjsonWire) parse(p []byte, c *chunk) error {
 	}
 	c.readText()
 	if f.ToolCallCount > 0 {
-		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.olToolCalls); err != nil {
+		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.native); err != nil {
 			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
 		}
+		c.hasTools = len(c.native) > 0
 	}
 	c.finish = f.Done
 	if f.FinishReason.Present() {
@@ -111,6 +112,11 @@ func (ndjsonWire) parse(p []byte, c *chunk) error {
 // foreign: Ollama's native chunks carry no id, and created_at is per
 // chunk, so a retry's chunks are never restamped.
 func (ndjsonWire) foreign(*template, *chunk, int) bool { return false }
+
+// addTools keeps the chunk's native tool calls, each whole.
+func (ndjsonWire) addTools(a *toolAcc, c *chunk) { a.native = append(a.native, c.native...) }
+
+func (ndjsonWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.nativeCalls() }
 
 func (ndjsonWire) streamHeader(h http.Header) { h.Set("Content-Type", "application/x-ndjson") }
 

@@ -10,6 +10,9 @@ import (
 // in, newline-delimited JSON with a message per line out.
 type ollamaChatDialect struct{ ndjsonWire }
 
+// The dialect's one value (an interface value made once).
+var dialectOllamaChat dialect = ollamaChatDialect{ndjsonWire{path: "/api/chat"}}
+
 func (ollamaChatDialect) decode(raw []byte, body rawBody) (request, error) {
 	r, err := decodeChat(raw)
 	if err != nil {
@@ -49,8 +52,8 @@ func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
 
 func (ollamaChatDialect) body(top rawBody, ans *output) []byte {
 	msg := map[string]any{"role": "assistant", "content": ans.text}
-	if len(ans.olTools) > 0 {
-		msg["tool_calls"] = ans.olTools
+	if len(ans.tools.native) > 0 {
+		msg["tool_calls"] = ans.tools.native
 	}
 	top.set("message", msg)
 	setOllamaDone(top, ans.tpl)

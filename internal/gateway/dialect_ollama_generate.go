@@ -11,6 +11,9 @@ import (
 // a prompt in, newline-delimited JSON with a response per line out.
 type ollamaGenerateDialect struct{ ndjsonWire }
 
+// The dialect's one value (an interface value made once).
+var dialectOllamaGenerate dialect = ollamaGenerateDialect{ndjsonWire{path: "/api/generate"}}
+
 func (ollamaGenerateDialect) decode(raw []byte, body rawBody) (request, error) {
 	r, err := decodeCompletion(raw)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // sseWire is what the two OpenAI dialects share: Server-Sent Events
@@ -113,9 +114,10 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 	}
 	c.readText()
 	if f.ToolCallCount > 0 {
-		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.toolCalls); err != nil {
+		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.deltas); err != nil {
 			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
 		}
+		c.hasTools = len(c.deltas) > 0
 	}
 	if f.FinishReason.Present() {
 		if c.finishReason = c.str(f.FinishReason); c.finishReason != "" {
@@ -126,6 +128,11 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 }
 
 func (sseWire) foreign(t *template, c *chunk, attempt int) bool { return t.foreign(c, attempt) }
+
+// addTools assembles the chunk's tool-call deltas.
+func (sseWire) addTools(a *toolAcc, c *chunk) { a.addDeltas(c.deltas) }
+
+func (sseWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.deltaCalls() }
 
 func (sseWire) streamHeader(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")

@@ -197,10 +197,10 @@ func TestDialectBodies(t *testing.T) {
 	}{
 		{"chat", dialectChat, []string{`{"choices":[{"index":0,"delta":{"content":"Hi","reasoning_content":"r"},"logprobs":{"content":[1]}}]}`},
 			`{"usage":{"completion_tokens":1},"timings":{"predicted_n":1}}`, output{text: "Hi"}},
-		{"chat tool calls", dialectChat, nil, `{}`, output{tools: calls, finish: "tool_calls"}},
+		{"chat tool calls", dialectChat, nil, `{}`, output{tools: toolAcc{calls: calls}, finish: "tool_calls"}},
 		{"completions", dialectCompletions, []string{`{"choices":[{"index":0,"text":"Hi","logprobs":{"tokens":["Hi"]}}]}`}, `{}`, output{text: "Hi", finish: "length"}},
 		{"ollama chat", dialectOllamaChat, []string{`{"message":{"role":"assistant","content":"Hi","thinking":"t"},"done":false}`},
-			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", olTools: []json.RawMessage{json.RawMessage(`{"function":{"name":"f","arguments":{}}}`)}}},
+			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", tools: toolAcc{native: []json.RawMessage{json.RawMessage(`{"function":{"name":"f","arguments":{}}}`)}}}},
 		{"ollama generate", dialectOllamaGenerate, []string{`{"response":"H","thinking":"a"}`, `{"response":"i","thinking":"b"}`},
 			`{"eval_count":2}`, output{text: "Hi"}},
 	} {

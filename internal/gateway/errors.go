@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -87,4 +88,23 @@ func writeError(w http.ResponseWriter, status int, e apiError, m *meta) {
 		setVerdictHeaders(w.Header(), m)
 	}
 	writeJSON(w, status, errorBody{Error: e, Aegis: m})
+}
+
+// upstreamCode is the error code of an upstream's 4xx refusal: a 404 on
+// a generating route means the upstream does not have the model (Ollama:
+// model "x" not found), anything else is upstream_rejected.
+func upstreamCode(status int, msg string) string {
+	if status == http.StatusNotFound && strings.Contains(strings.ToLower(msg), "model") {
+		return "model_not_found"
+	}
+	return "upstream_rejected"
+}
+
+func haltMessage(v validator.Verdict) string {
+	for _, f := range v.Findings {
+		if f.Reason == v.Reason && f.Message != "" {
+			return "aegis stopped the response (" + string(v.Reason) + "): " + f.Message
+		}
+	}
+	return "aegis stopped the response (" + string(v.Reason) + ")"
 }

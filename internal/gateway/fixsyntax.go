@@ -20,20 +20,20 @@ import (
 func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (result, bool) {
 	v := chk.Verdict(n)
 	f, ok := syntaxFinding(v)
-	if !ok || x.sent > 0 || len(x.tools.calls) > 0 || len(x.olTools) > 0 || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
+	if !ok || x.out.sent > 0 || x.cur.tools.any() || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
 		return result{}, false
 	}
 	if err := x.drainRest(next, n); err != nil {
 		return result{}, false
 	}
-	if x.finish == "length" {
+	if x.cur.finish == "length" {
 		return result{}, false // cut off: closing it would invent the end
 	}
-	fixed, ok := jsonsyntax.Repair(x.text)
+	fixed, ok := jsonsyntax.Repair(x.out.text)
 	if !ok {
 		return result{}, false
 	}
-	again, err := x.g.newChecker(x.vreq)
+	again, err := x.g.newChecker(x.req.vreq)
 	if err != nil {
 		return result{}, false
 	}
@@ -43,21 +43,8 @@ func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (r
 	if st := again.CloseAt(now); st.State != pipeline.Done || st.Failed {
 		return result{}, false // a check that judges later (a guard) cannot clear it here
 	}
-	x.text = fixed
-	if x.stream {
-		// The upstream's text chunks no longer match the text: the repaired
-		// document goes out as one chunk after the text-less ones (the role).
-		kept := x.pending[:0]
-		for _, p := range x.pending {
-			if p.start == p.end {
-				p.start, p.end = 0, 0
-				kept = append(kept, p)
-			}
-		}
-		x.pending = append(kept, pend{raw: x.route.appendChunk(nil, &x.tpl, fixed, ""), end: len(fixed), owned: true})
-	}
-	x.heldMax = max(x.heldMax, len(fixed))
-	x.repaired = true
+	x.out.replace(fixed)
+	x.tally.repaired = true
 	out := again.Verdict(n)
 	out.Findings = append(out.Findings, validator.Finding{Check: f.Check, Start: f.Start, End: f.End,
 		Message: "repaired locally (fix_syntax): " + f.Message})
@@ -80,8 +67,9 @@ func syntaxFinding(v validator.Verdict) (validator.Finding, bool) {
 
 var errToolInDrain = errors.New("tool call")
 
-// drainRest reads the rest of the attempt's answer into x.text and its
-// closing chunks into x.tail, without checks.
+// drainRest reads the rest of the attempt's answer, through the same
+// intake as the attempt's chunks, into the output text and its closing
+// chunks into the attempt's tail, without checks.
 func (x *exchange) drainRest(next func() ([]byte, error), n int) error {
 	var c chunk
 	for {
@@ -92,25 +80,20 @@ func (x *exchange) drainRest(next func() ([]byte, error), n int) error {
 		if err != nil {
 			return err
 		}
-		if err := x.route.parse(p, &c); err != nil {
-			return err
-		}
-		if c.errMsg != "" {
-			return errors.New(c.errMsg)
-		}
-		if x.route.foreign(&x.tpl, &c, n) {
-			p = x.tpl.restamp(p)
+		p, ierr := x.intake(p, &c, n)
+		if ierr != nil {
+			return ierr
 		}
 		switch {
-		case len(c.toolCalls) > 0 || len(c.olToolCalls) > 0:
+		case c.hasTools:
 			return errToolInDrain
 		case c.hasText:
-			x.text = append(x.text, c.text...)
+			x.out.extend(c.text)
 			if c.finish {
-				x.keepTail(nil, &c)
+				x.cur.keepTail(nil, &c)
 			}
-		case c.finish || x.finish != "":
-			x.keepTail(p, &c)
+		case c.finish || x.cur.finish != "":
+			x.cur.keepTail(p, &c)
 		}
 	}
 }

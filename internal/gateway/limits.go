@@ -9,8 +9,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // The HTTP server's timeouts, chosen for a gateway whose responses stream
@@ -127,16 +125,4 @@ func (g *Gateway) withReadDeadline(w http.ResponseWriter, read func() ([]byte, i
 	}
 	rc.SetReadDeadline(time.Time{})
 	return b, status, nil
-}
-
-// overCap reports whether the chunk c would take the response past
-// MaxResponseBytes, with the finding that fails the attempt (decideNext
-// halts it: a retry would only produce as much again).
-func (x *exchange) overCap(c *chunk) (validator.Finding, bool) {
-	limit := x.g.maxResponse()
-	if len(x.text)+len(c.text) <= limit {
-		return validator.Finding{}, false
-	}
-	return validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.text), End: len(x.text),
-		Message: fmt.Sprintf("the response passed max_response_bytes (%d bytes)", limit)}, true
 }

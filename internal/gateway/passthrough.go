@@ -259,32 +259,22 @@ func (g *Gateway) scrubFindings(fs []validator.Finding) []validator.Finding {
 	return out
 }
 
-// upstreamCode is the error code of an upstream's 4xx refusal: a 404 on
-// a generating route means the upstream does not have the model (Ollama:
-// model "x" not found), anything else is upstream_rejected.
-func upstreamCode(status int, msg string) string {
-	if status == http.StatusNotFound && strings.Contains(strings.ToLower(msg), "model") {
-		return "model_not_found"
-	}
-	return "upstream_rejected"
-}
-
 // loadUnload forwards Ollama's load and unload idiom, POST /api/chat with
 // no messages (keep_alive 0 unloads), which generates nothing to check.
 // It reports whether it answered the request.
-func (x *exchange) loadUnload(raw []byte) bool {
-	if x.route.generates(x.body) {
+func (g *Gateway) loadUnload(w http.ResponseWriter, r *http.Request, route dialect, body rawBody, raw []byte) bool {
+	if route.generates(body) {
 		return false
 	}
 	var req struct {
 		Model string `json:"model"`
 	}
 	json.Unmarshal(raw, &req)
-	up, err := x.g.route(req.Model)
+	up, err := g.route(req.Model)
 	if err != nil || up == nil || up.Kind != upstream.KindOllama {
 		return false // the usual errors follow
 	}
-	x.r.Body, x.r.ContentLength = readerBody(raw), int64(len(raw))
-	x.g.proxy(x.w, x.r, up)
+	r.Body, r.ContentLength = readerBody(raw), int64(len(raw))
+	g.proxy(w, r, up)
 	return true
 }

@@ -28,9 +28,15 @@ var (
 	ownMsg    = map[string]bool{"role": true, "content": true, "tool_calls": true}
 )
 
+// collector keeps the members of one payload its wire API spells (a
+// dialect's collect).
+type collector interface {
+	collect(a *fieldAcc, m rawBody)
+}
+
 // add reads one upstream payload of attempt. A new attempt starts over:
 // the answer the client gets is the last attempt's.
-func (a *fieldAcc) add(attempt int, d dialect, p []byte) {
+func (a *fieldAcc) add(attempt int, d collector, p []byte) {
 	if attempt != a.attempt {
 		*a = fieldAcc{attempt: attempt}
 	}

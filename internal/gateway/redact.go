@@ -17,8 +17,6 @@ const Redacted = "[redacted]"
 // output span a rule matched, an upstream's error body) is replaced, so
 // no prompt, output or upstream text reaches anything that stores
 // events. The client's own answer keeps the full messages.
-func (x *exchange) publish(e events.Event) { x.g.publish(e, x.logText) }
-
 func (g *Gateway) publish(e events.Event, logText bool) {
 	if !logText {
 		redactEvent(&e)

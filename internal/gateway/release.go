@@ -2,33 +2,30 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/clock"
-	"github.com/aegis-sentinel/aegis/internal/events"
-	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // releaser owns the output and the client's side of it: the output text
 // (the released prefix text[:sent], then the current attempt's text), how
-// much of it the client was sent, the upstream chunks that wait, and the
-// stream's write buffer. The text is kept here once: an attempt's checks
-// read it as it is fed, and the attempt keeps only its length; the
-// attempt's release point says how far the releaser may go. It alone
-// releases, frames and writes: what it needs of the exchange (the
-// client's writer, the dialect, the answer's identity, the clock) is
-// bound once, before the first attempt (bindReleaser).
+// much of it the client was sent, the upstream chunks that wait, the
+// token offsets of the text, and the stream's write buffer. The text is
+// kept here once: an attempt's checks read it as it is fed; the
+// attempt's release point says how far the releaser may go. Its methods
+// in this file are the only code that changes the text and the waiting
+// chunks (accept, hold, extend, replace, release); it alone frames and
+// writes. What it needs of the exchange (the client's writer, the
+// dialect, the answer's identity, the clock) is bound once, before the
+// first attempt (bind).
 type releaser struct {
 	client       http.ResponseWriter
 	rc           *http.ResponseController // made once, for every write
-	wire         dialect                  // frames the stream, spells synthesized chunks
+	wire         clientWriter             // frames the stream, spells synthesized chunks
 	tpl          *template                // the answer's identity in synthesized chunks
 	streamed     bool                     // false: the body is written whole at the end
 	clock        clock.Clock              // stamps firstOut
@@ -38,6 +35,8 @@ type releaser struct {
 	text    []byte
 	sent    int
 	pending []pend
+	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
+	carried int         // released tokens of earlier attempts
 	// spare are buffers of released pending chunks, reused by keep;
 	// scratch holds a synthesized chunk until emit copies it.
 	spare   [][]byte
@@ -49,6 +48,8 @@ type releaser struct {
 	wroteHeader bool
 	firstOut    time.Time // the first text the client got
 	heldMax     int       // the most text held back at once
+
+	pool *scratch // where the reusable buffers came from (recycle)
 }
 
 // pend is an upstream chunk not yet (wholly) given to the client, with
@@ -59,11 +60,97 @@ type pend struct {
 	owned      bool
 }
 
+// bind gives the releaser the client's side, once, before the first
+// attempt, with the buffers a finished exchange left.
+func (r *releaser) bind(client http.ResponseWriter, wire clientWriter, tpl *template, streamed bool, clk clock.Clock,
+	writeTimeout time.Duration, cancel context.CancelFunc) {
+	r.client, r.wire, r.tpl, r.streamed = client, wire, tpl, streamed
+	r.clock, r.writeTimeout, r.cancel = clk, writeTimeout, cancel
+	if s, ok := scratchPool.Get().(*scratch); ok {
+		r.spare, r.pending, r.tokens = s.spare, s.pending[:0], s.tokens[:0]
+		*s = scratch{}
+		r.pool = s
+	}
+	if r.text == nil {
+		// A typical answer's text in one allocation, not a dozen
+		// doublings.
+		r.text = make([]byte, 0, 1<<10)
+	}
+}
+
 // restart begins a new attempt after the released prefix.
 func (r *releaser) restart() {
 	r.text = r.text[:r.sent]
 	r.pending = r.pending[:0]
 }
+
+// accept appends the text of one upstream text chunk raw to the output
+// and returns where it starts. A streamed chunk waits in pending until
+// its text is released.
+func (r *releaser) accept(raw, text []byte) int {
+	start := len(r.text)
+	r.text = append(r.text, text...)
+	r.tokens = append(r.tokens, tokenSpan{start, len(r.text)})
+	if r.streamed {
+		r.pending = append(r.pending, pend{raw: raw, start: start, end: len(r.text)})
+	}
+	return start
+}
+
+// hold keeps a streamed chunk without text (the role chunk): it goes out
+// when the text before it does.
+func (r *releaser) hold(raw []byte) {
+	r.pending = append(r.pending, pend{raw: raw, start: len(r.text), end: len(r.text)})
+}
+
+// extend appends text read without checks (a local repair reads the rest
+// of a failed answer): no chunk of it is sent as it came.
+func (r *releaser) extend(text []byte) {
+	r.text = append(r.text, text...)
+}
+
+// replace puts fixed in place of the unreleased text (a local repair):
+// the upstream's text chunks no longer match it, so, streamed, it goes
+// out as one chunk after the text-less ones (the role).
+func (r *releaser) replace(fixed []byte) {
+	r.text = fixed
+	if r.streamed {
+		kept := r.pending[:0]
+		for _, p := range r.pending {
+			if p.start == p.end {
+				p.start, p.end = 0, 0
+				kept = append(kept, p)
+			}
+		}
+		r.pending = append(kept, pend{raw: r.wire.appendChunk(nil, r.tpl, fixed, ""), end: len(fixed), owned: true})
+	}
+	r.heldMax = max(r.heldMax, len(fixed))
+}
+
+// own copies the pending chunks that still point into the stream
+// reader's buffer: they must outlive it.
+func (r *releaser) own() {
+	for i := len(r.pending) - 1; i >= 0 && !r.pending[i].owned; i-- {
+		r.pending[i].raw, r.pending[i].owned = r.keep(r.pending[i].raw), true
+	}
+}
+
+// startBatch leaves the writes of what is released to endBatch: under
+// load the reader queues several chunks, and what they release goes to
+// the client in one write.
+func (r *releaser) startBatch() { r.batch = true }
+
+// endBatch ends a batch; write says to write what it released now (a
+// passed attempt leaves it to go out with the verdict).
+func (r *releaser) endBatch(write bool) {
+	r.batch = false
+	if write {
+		r.flush()
+	}
+}
+
+// releaseRest releases the whole output: the attempt passed.
+func (r *releaser) releaseRest() { r.release(len(r.text)) }
 
 // noteHeld records how much text is held back now.
 func (r *releaser) noteHeld() {
@@ -81,6 +168,8 @@ func (r *releaser) keep(p []byte) []byte {
 	}
 	return clone(p)
 }
+
+func clone(p []byte) []byte { return append([]byte(nil), p...) }
 
 // release gives the client the output up to rp. Upstream chunks wholly
 // inside the released range go out byte for byte (their unknown fields
@@ -162,16 +251,6 @@ const maxBatchBytes = 32 << 10
 // buffer, grown to its largest batch, serves the next one.
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
-// recycle gives the stream's write buffer back once nothing more is
-// written.
-func (r *releaser) recycle() {
-	if r.outBuf != nil && cap(r.out) <= 1<<20 {
-		*r.outBuf = r.out[:0]
-		outPool.Put(r.outBuf)
-	}
-	r.outBuf, r.out = nil, nil
-}
-
 func (r *releaser) writeStreamHeader() {
 	h := r.client.Header()
 	r.wire.streamHeader(h)
@@ -233,22 +312,19 @@ func (r *releaser) releaseCleared(chk Checker, at time.Time) {
 	}
 }
 
-// bindReleaser gives the releaser what it needs of the exchange, once,
-// before the first attempt, with the buffers a finished exchange left.
-func (x *exchange) bindReleaser() {
-	r := &x.releaser
-	r.client, r.wire, r.tpl, r.streamed = x.w, x.route, &x.tpl, x.stream
-	r.clock, r.writeTimeout, r.cancel = x.g.clock(), x.g.clientWriteTimeout(), x.cancel
-	if s, ok := scratchPool.Get().(*scratch); ok {
-		r.spare, r.pending, x.tokens = s.spare, s.pending[:0], s.tokens[:0]
-		*s = scratch{}
-		x.scratch = s
+// tokenSpan is the output offsets of one upstream text chunk.
+type tokenSpan struct{ start, end int }
+
+// carryTokens is called when an attempt failed and another continues the
+// released prefix: it adds the released chunks of the failed attempt to
+// the tokens carried over, and forgets the rest.
+func (r *releaser) carryTokens() {
+	for _, s := range r.tokens {
+		if s.start < r.sent {
+			r.carried++
+		}
 	}
-	if r.text == nil {
-		// A typical answer's text in one allocation, not a dozen
-		// doublings.
-		r.text = make([]byte, 0, 1<<10)
-	}
+	r.tokens = r.tokens[:0]
 }
 
 // scratch holds the buffers of a finished exchange that nothing outside
@@ -274,255 +350,32 @@ const (
 
 // recycle gives the write buffer and the scratch buffers back once
 // nothing more is written.
-func (x *exchange) recycle() {
-	x.releaser.recycle()
-	s := x.scratch
+func (r *releaser) recycle() {
+	if r.outBuf != nil && cap(r.out) <= 1<<20 {
+		*r.outBuf = r.out[:0]
+		outPool.Put(r.outBuf)
+	}
+	r.outBuf, r.out = nil, nil
+	s := r.pool
 	if s == nil {
 		s = &scratch{}
 	}
 	n := 0
-	for _, b := range x.spare {
+	for _, b := range r.spare {
 		if n < maxScratchSpare && cap(b) <= maxScratchBuf {
-			x.spare[n] = b[:0]
+			r.spare[n] = b[:0]
 			n++
 		}
 	}
-	clear(x.spare[n:])
-	s.spare = x.spare[:n]
-	if cap(x.pending) <= maxScratchList {
-		clear(x.pending[:cap(x.pending)]) // the chunks they point to
-		s.pending = x.pending[:0]
+	clear(r.spare[n:])
+	s.spare = r.spare[:n]
+	if cap(r.pending) <= maxScratchList {
+		clear(r.pending[:cap(r.pending)]) // the chunks they point to
+		s.pending = r.pending[:0]
 	}
-	if cap(x.tokens) <= maxScratchList {
-		s.tokens = x.tokens[:0]
+	if cap(r.tokens) <= maxScratchList {
+		s.tokens = r.tokens[:0]
 	}
-	x.spare, x.pending, x.tokens, x.scratch = nil, nil, nil, nil
+	r.spare, r.pending, r.tokens, r.pool = nil, nil, nil, nil
 	scratchPool.Put(s)
-}
-
-func (x *exchange) meta(v validator.Verdict) *meta {
-	v.ID = x.id
-	v.Findings = x.g.scrubFindings(append(v.Findings[:len(v.Findings):len(v.Findings)], x.notes...))
-	return &meta{Verdict: v, RequestID: x.id, Attempts: x.attempts, Repaired: x.repaired && v.Verdict == validator.Pass}
-}
-
-// pass ends a request whose attempt passed.
-func (x *exchange) pass(v validator.Verdict) {
-	x.adjustUsage()
-	m := x.meta(v)
-	if x.stream {
-		// The rest of the text, the held tool calls, the closing chunks
-		// and the verdict: one write (end).
-		x.batch = true
-		x.release(len(x.text))
-		for _, p := range x.heldTool {
-			x.emit(p)
-		}
-		if len(x.tail) == 0 {
-			x.tail = append(x.tail, x.finalChunk())
-		}
-		for i, p := range x.tail {
-			if i == len(x.tail)-1 {
-				p = withMeta(p, m)
-			}
-			x.emit(p)
-		}
-		x.batch = false
-		setVerdictHeaders(x.w.Header(), m) // sent as trailers
-		x.end(nil)
-	} else {
-		x.sent = len(x.text)
-		setVerdictHeaders(x.w.Header(), m)
-		writeJSON(x.w, http.StatusOK, json.RawMessage(withMeta(x.body200(), m)))
-	}
-	outcome := events.OutcomeReleased
-	if x.repaired {
-		outcome = events.OutcomeRepaired
-	}
-	x.finished(outcome, http.StatusOK)
-}
-
-// finalChunk synthesizes the closing chunk when the upstream sent none of
-// its own after the text.
-func (x *exchange) finalChunk() []byte {
-	fr := x.finish
-	if fr == "" {
-		fr = "stop"
-	}
-	return x.route.appendChunk(nil, &x.tpl, nil, fr)
-}
-
-// body200 assembles a non-streaming response from the streamed attempt:
-// the top-level members of the closing chunks (usage, timings, Ollama's
-// durations) are kept, the text and tool calls are put whole into the
-// response's message.
-func (x *exchange) body200() []byte {
-	top := rawBody{}
-	for _, p := range x.tail {
-		var m rawBody
-		if json.Unmarshal(p, &m) == nil {
-			for k, v := range m {
-				top[k] = v
-			}
-		}
-	}
-	return x.route.body(top, &output{text: string(x.text), finish: x.finish, tpl: &x.tpl,
-		tools: x.tools.calls, olTools: x.olTools, acc: &x.acc})
-}
-
-// halt stops the request with the verdict's error code: an HTTP error
-// when nothing has been sent yet on a non-streaming request, else an
-// in-band error event and a clean end of the stream.
-func (x *exchange) halt(v validator.Verdict) {
-	if v.Action != validator.ActionBlock {
-		v.Action = validator.ActionHalt
-	}
-	markFinal(x.w.Header())
-	m := x.meta(v)
-	msg := x.g.scrub(haltMessage(v))
-	e := apiError{Message: msg, Type: errorType(v.Reason, v.Action), Code: ErrorCode(v.Reason)}
-	status := HaltStatus(v.Reason, v.Action)
-	x.publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
-		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
-	switch {
-	case !x.stream || !x.wroteHeader && x.attempts == 0:
-		x.writeError(status, e, m, true)
-	default:
-		if !x.wroteHeader {
-			x.writeStreamHeader()
-		}
-		b, _ := json.Marshal(x.route.errorBody(e, m, true))
-		setVerdictHeaders(x.w.Header(), m)
-		x.end(b)
-		status = http.StatusOK
-	}
-	outcome := events.OutcomeHalted
-	if v.Action == validator.ActionBlock {
-		outcome = events.OutcomeBlocked
-	}
-	x.finished(outcome, status)
-}
-
-func haltMessage(v validator.Verdict) string {
-	for _, f := range v.Findings {
-		if f.Reason == v.Reason && f.Message != "" {
-			return "aegis stopped the response (" + string(v.Reason) + "): " + f.Message
-		}
-	}
-	return "aegis stopped the response (" + string(v.Reason) + ")"
-}
-
-// refused answers when the upstream could not be reached or refused the
-// first attempt: an unreachable upstream is a 502 upstream_error; an
-// upstream 4xx is passed on with its status and message (the request was
-// bad for it), a 5xx becomes 502.
-func (x *exchange) refused(res result) {
-	markFinal(x.w.Header())
-	status := http.StatusBadGateway
-	msg := x.g.scrub(res.errMessage())
-	code := ErrorCode(validator.ReasonUpstreamError)
-	if res.status >= 400 && res.status < 500 {
-		status = res.status
-		var ue struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(res.body, &ue) == nil && len(ue.Error) > 0 {
-			var s string
-			var o struct {
-				Message string `json:"message"`
-			}
-			if json.Unmarshal(ue.Error, &s) == nil {
-				msg = s
-			} else if json.Unmarshal(ue.Error, &o) == nil && o.Message != "" {
-				msg = o.Message
-			}
-		}
-		code = upstreamCode(res.status, msg)
-	}
-	fmsg := msg
-	if code != ErrorCode(validator.ReasonUpstreamError) {
-		fmsg = fmt.Sprintf("upstream refused the request (%d): %q", res.status, msg)
-	}
-	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: fmsg})
-	v.Action = validator.ActionHalt
-	m := x.meta(v)
-	x.writeError(status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m, false)
-	if status < 500 {
-		// The upstream judged the client's request bad: no halt of ours.
-		x.finished(events.OutcomeRejected, status)
-		return
-	}
-	x.publish(events.Event{Kind: events.Halt, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
-		Model: x.model, Attempt: x.attempts, Verdict: &m.Verdict, Text: x.eventText()})
-	x.finished(events.OutcomeHalted, status)
-}
-
-// writeError answers with an error body in the client's dialect; m,
-// when set, is the verdict, also in the headers.
-func (x *exchange) writeError(status int, e apiError, m *meta, coded bool) {
-	if m != nil {
-		setVerdictHeaders(x.w.Header(), m)
-	}
-	writeJSON(x.w, status, x.route.errorBody(e, m, coded))
-}
-
-// eventText returns the attempt's output for an event when the policy
-// allows logging outputs (log_text), else "". Finding offsets index it.
-func (x *exchange) eventText() string {
-	if !x.logText {
-		return ""
-	}
-	return string(x.text)
-}
-
-func (x *exchange) upName() string {
-	if x.up == nil {
-		return ""
-	}
-	return x.up.Name
-}
-
-// finished publishes the request's end with its timings.
-func (x *exchange) finished(outcome string, status int) {
-	if x.result != nil {
-		x.result.outcome = outcome
-		return
-	}
-	e := events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),
-		Model: x.model, Stream: x.stream, Attempt: x.attempts, Outcome: outcome, Status: status,
-		Duration: x.g.now().Sub(x.start), HeldBytes: x.heldMax}
-	if !x.firstOut.IsZero() {
-		e.TTFT = x.firstOut.Sub(x.start)
-		if !x.firstUp.IsZero() {
-			e.AddedTTFT = x.firstOut.Sub(x.firstUp)
-		}
-	}
-	if !x.lastUp.IsZero() {
-		e.VerdictDelay = x.g.now().Sub(x.lastUp)
-	}
-	e.Tokens = x.completionTokens()
-	e.Text = x.eventText()
-	x.publish(e)
-}
-
-// completionTokens reads the upstream's count of generated tokens from
-// the closing chunks: usage.completion_tokens, llama-server's
-// timings.predicted_n, or Ollama's eval_count. Zero when none says.
-func (x *exchange) completionTokens() int {
-	n := 0
-	var c chunkscan.Counts
-	for _, p := range x.tail {
-		if chunkscan.ReadCounts(p, &c) != nil {
-			continue
-		}
-		switch {
-		case c.Usage > 0:
-			n = int(c.Usage)
-		case c.Predicted > 0:
-			n = int(c.Predicted)
-		case c.Eval > 0:
-			n = int(c.Eval)
-		}
-	}
-	return n
 }

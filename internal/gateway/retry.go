@@ -12,8 +12,8 @@ import (
 // the assembled body), and asks for usage in the stream when the client
 // did not stream.
 func (x *exchange) firstBody() []byte {
-	b := x.body.clone()
-	x.route.streamBody(b, x.stream)
+	b := x.req.body.clone()
+	x.route.streamBody(b, x.req.stream)
 	return b.encode()
 }
 
@@ -43,17 +43,17 @@ const (
 // (completions), so the client's answer reads as one, and the token limit
 // is lowered by the tokens already released.
 func (x *exchange) corrected(v validator.Verdict) []byte {
-	x.carryTokens()
-	b := x.body.clone()
+	x.out.carryTokens()
+	b := x.req.body.clone()
 	x.shrinkBudget(b)
-	x.route.streamBody(b, x.stream)
+	x.route.streamBody(b, x.req.stream)
 	kind := x.up.Kind
 	note := correctionPrefix + findingMessage(v)
 	switch v.Reason {
 	case validator.ReasonInvalidJSON, validator.ReasonSchemaViolation, validator.ReasonMalformedToolCall:
 		// A grammar cannot continue a released prefix (llama-server
 		// refuses the combination), so constrain only fresh attempts.
-		if v.Reason != validator.ReasonMalformedToolCall && x.sent == 0 {
+		if v.Reason != validator.ReasonMalformedToolCall && x.out.sent == 0 {
 			x.constrainJSON(b, kind)
 		}
 		note = correctionJSON + " " + note
@@ -61,7 +61,7 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 		x.route.antiRepeat(b, kind)
 		note = correctionLoop
 	}
-	x.route.continueWith(b, note, string(x.text[:x.sent]))
+	x.route.continueWith(b, note, string(x.out.text[:x.out.sent]))
 	return b.encode()
 }
 
@@ -69,7 +69,7 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 // request's schema, else any JSON object.
 func (x *exchange) constrainJSON(b rawBody, kind upstream.Kind) {
 	var schema json.RawMessage
-	if rf := x.vreq.ResponseFormat; rf != nil && len(rf.Schema) > 0 {
+	if rf := x.req.vreq.ResponseFormat; rf != nil && len(rf.Schema) > 0 {
 		schema = rf.Schema
 	}
 	x.route.constrainJSON(b, kind, schema)

@@ -20,9 +20,9 @@ func (x *exchange) validUTF8(p []byte) []byte {
 	if q, ok := replaceLoneSurrogates(p); ok {
 		p, fixed = q, true
 	}
-	if fixed && !x.utf8Noted {
-		x.utf8Noted = true
-		x.notes = append(x.notes, validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Start: len(x.text), End: len(x.text),
+	if fixed && !x.tally.utf8Noted {
+		x.tally.utf8Noted = true
+		x.tally.notes = append(x.tally.notes, validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Start: len(x.out.text), End: len(x.out.text),
 			Message: "the upstream sent text that is not valid UTF-8; Aegis replaced it with U+FFFD"})
 	}
 	return p

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// exchange is the state of one client request across its attempts. Each
+// part has one owner: the client's request (req, read once), the output
+// and the client's side of it (out, the releaser: the only code that
+// changes the text and the chunks waiting to go out), what the current
+// attempt read of the upstream (cur, replaced whole by every attempt) and
+// what the attempts add up to (tally).
+type exchange struct {
+	g      *Gateway
+	w      http.ResponseWriter
+	r      *http.Request
+	route  dialect
+	id     string
+	start  time.Time
+	cancel context.CancelFunc // ends the request (the client stopped reading)
+
+	req request            // what the client asked, as the gateway reads it
+	up  *upstream.Upstream // the upstream the attempts go to
+
+	out   releaser     // the output, what was sent of it and what waits
+	tpl   template     // the answer's identity (out frames with it)
+	cur   attemptState // what the current attempt read (intake.go)
+	tally tally        // what the attempts so far add up to
+
+	// choice, when set, makes this the exchange of one of several
+	// choices (choices.go): its end is recorded there, not published.
+	choice *subResult
+}
+
+// tally is what the attempts of one request add up to.
+type tally struct {
+	attempts     int
+	stallRetried bool
+	repaired     bool
+	optimistic   bool // the attempt's checks release optimistically
+	capped       bool // the response passed MaxResponseBytes
+
+	// notes are findings the gateway adds to the verdict without changing
+	// it (invalid UTF-8 it replaced); utf8Noted says that one was added.
+	notes     []validator.Finding
+	utf8Noted bool
+
+	firstUp time.Time // the first upstream text
+	lastUp  time.Time // the last upstream chunk read
+}
+
+// bindReleaser gives the releaser what it needs of the exchange, once,
+// before the first attempt.
+func (x *exchange) bindReleaser() {
+	x.out.bind(x.w, x.route, &x.tpl, x.req.stream, x.g.clock(), x.g.clientWriteTimeout(), x.cancel)
+}
+
+// publish sends e to the event bus (redact.go says what it redacts).
+func (x *exchange) publish(e events.Event) { x.g.publish(e, x.req.logText) }
+
+// event is an event of kind about this request, its identity filled in.
+func (x *exchange) event(kind events.Kind) events.Event {
+	return events.Event{Kind: kind, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(), Model: x.req.model,
+		Attempt: x.tally.attempts}
+}
+
+// eventText returns the attempt's output for an event when the policy
+// allows logging outputs (log_text), else "". Finding offsets index it.
+func (x *exchange) eventText() string {
+	if !x.req.logText {
+		return ""
+	}
+	return string(x.out.text)
+}
+
+func (x *exchange) upName() string {
+	if x.up == nil {
+		return ""
+	}
+	return x.up.Name
+}
+
+// decide turns a gateway-made finding into a verdict under the policy,
+// where no attempt is there to take it (its checks could not be built, or
+// the upstream refused the client's own request).
+func (x *exchange) decide(f validator.Finding) validator.Verdict {
+	return x.g.policy().Decide([]validator.Finding{f}, x.tally.attempts)
+}
