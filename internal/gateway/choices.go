@@ -52,7 +52,7 @@ func (x *exchange) runChoices(n int) {
 		res := &subResult{header: http.Header{}}
 		req := x.req
 		req.body = body
-		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, choice: res}
+		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.outcome}
 		sub.run()
 		x.tally.attempts += sub.tally.attempts
 		attempts += sub.tally.attempts

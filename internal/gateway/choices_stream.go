@@ -25,7 +25,7 @@ func (x *exchange) runChoicesStream(n int) {
 		iw := &choiceWriter{s: cs, index: i}
 		req := x.req
 		req.body = body
-		sub := &exchange{g: x.g, w: iw, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, choice: res}
+		sub := &exchange{g: x.g, w: iw, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.outcome}
 		sub.run()
 		x.tally.attempts += sub.tally.attempts
 		iw.end()

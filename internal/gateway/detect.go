@@ -2,21 +2,9 @@ package gateway
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
-
-// kinds detects, on first contact, the kind of upstreams that were down
-// when the gateway started (Kind left KindUnknown), so Aegis can start
-// before its model server. Until an upstream answers, requests go to it
-// as to an OpenAI-compatible server and fail as unreachable.
-type kinds struct {
-	once    sync.Once
-	pending atomic.Bool
-	mu      sync.Mutex
-}
 
 // ensureKinds detects the kinds still unknown. Requests that find some
 // unknown wait for one another here, so each upstream is probed by one

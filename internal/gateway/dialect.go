@@ -120,9 +120,6 @@ func (a *output) finishReason() string {
 	return a.finish
 }
 
-// dialects lists every dialect (tests range over it).
-var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dialectOllamaGenerate}
-
 // chunk is what the gateway reads from one streamed payload. Its text
 // and identity point into the payload and a buffer the chunk reuses: they
 // are valid until the next parse.
@@ -269,8 +266,8 @@ type toolAcc struct {
 	native []json.RawMessage
 }
 
-// any reports whether a holds a tool call.
-func (a *toolAcc) any() bool { return len(a.calls) > 0 || len(a.native) > 0 }
+// hasCalls reports whether a holds a tool call.
+func (a *toolAcc) hasCalls() bool { return len(a.calls) > 0 || len(a.native) > 0 }
 
 // addDeltas assembles OpenAI tool-call deltas.
 func (a *toolAcc) addDeltas(deltas []openai.ToolCall) {

@@ -108,3 +108,13 @@ func haltMessage(v validator.Verdict) string {
 	}
 	return "aegis stopped the response (" + string(v.Reason) + ")"
 }
+
+// fail writes an error in the shape the client of path expects: Ollama's
+// {"error": "..."} under /api/, else the OpenAI error object.
+func fail(w http.ResponseWriter, path string, status int, e apiError) {
+	if strings.HasPrefix(path, "/api/") {
+		writeJSON(w, status, map[string]string{"error": e.Message})
+		return
+	}
+	writeError(w, status, e, nil)
+}

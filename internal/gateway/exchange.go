@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -33,9 +34,9 @@ type exchange struct {
 	cur   attemptState // what the current attempt read (intake.go)
 	tally tally        // what the attempts so far add up to
 
-	// choice, when set, makes this the exchange of one of several
-	// choices (choices.go): its end is recorded there, not published.
-	choice *subResult
+	// ended, when set, makes this the exchange of one of several choices
+	// (choices.go): its outcome is recorded there, not published.
+	ended *string
 }
 
 // tally is what the attempts of one request add up to.
@@ -53,6 +54,31 @@ type tally struct {
 
 	firstUp time.Time // the first upstream text
 	lastUp  time.Time // the last upstream chunk read
+}
+
+// attemptState is what one attempt read of the upstream besides its
+// text (which the releaser keeps). Every attempt starts from a new one.
+type attemptState struct {
+	step     pipeline.Step // the attempt's step after the last feed
+	tools    toolAcc       // the tool calls, as the dialect assembles them
+	heldTool [][]byte      // streamed tool-call chunks, sent with the verdict
+	tail     [][]byte      // the chunks from finish_reason on (usage, timings)
+	finish   string        // the finish reason, once read
+	acc      fieldAcc      // a non-streaming answer's other fields (rebuild.go)
+}
+
+// keepTail keeps the chunks from finish_reason on (usage, timings): they
+// go out after the verdict, the last one carrying it.
+func (s *attemptState) keepTail(p []byte, c *chunk) {
+	if c.finish && s.finish == "" {
+		s.finish = c.finishReason
+		if s.finish == "" {
+			s.finish = "stop"
+		}
+	}
+	if p != nil {
+		s.tail = append(s.tail, clone(p))
+	}
 }
 
 // bindReleaser gives the releaser what it needs of the exchange, once,

@@ -20,7 +20,7 @@ import (
 func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (result, bool) {
 	v := chk.Verdict(n)
 	f, ok := syntaxFinding(v)
-	if !ok || x.out.sent > 0 || x.cur.tools.any() || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
+	if !ok || x.out.sent > 0 || x.cur.tools.hasCalls() || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
 		return result{}, false
 	}
 	if err := x.drainRest(next, n); err != nil {

@@ -5,12 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log"
-	"net/http"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/auth"
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
@@ -211,58 +209,19 @@ func (g *Gateway) fallback(u *upstream.Upstream, model string) *upstream.Upstrea
 	return u
 }
 
-// ServeHTTP routes the API.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.ensureKinds(r.Context())
-	if r.URL.Path == "/health" || r.URL.Path == "/v1/health" {
-		g.serveHealth(w, r)
-		return
-	}
-	if r.URL.Path == "/" {
-		g.serveRoot(w, r)
-		return
-	}
-	if g.AuthToken != "" && !g.authorized(r) {
-		fail(w, r.URL.Path, http.StatusUnauthorized, apiError{Message: "missing or wrong bearer token", Type: "authentication_error", Code: "invalid_api_key"})
-		return
-	}
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/chat/completions":
-		g.serveGenerate(w, r, dialectChat)
-	case "/v1/completions", "/completions":
-		g.serveGenerate(w, r, dialectCompletions)
-	case "/api/chat":
-		g.serveGenerate(w, r, dialectOllamaChat)
-	case "/api/generate":
-		g.serveGenerate(w, r, dialectOllamaGenerate)
-	case "/v1/models", "/models":
-		g.serveModels(w, r)
-	case "/v1/embeddings", "/embeddings":
-		g.serveEmbeddings(w, r)
-	default:
-		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/"); ok && id != "" {
-			g.serveModel(w, r, id)
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			g.serveUnsupported(w, r)
-			return
-		}
-		if strings.HasPrefix(r.URL.Path, "/api/") {
-			g.serveOllamaPassthrough(w, r)
-			return
-		}
-		writeError(w, http.StatusNotFound, apiError{Message: "no such endpoint: " + r.URL.Path, Type: "invalid_request_error", Code: "not_found"}, nil)
-	}
-}
-
-func (g *Gateway) authorized(r *http.Request) bool {
-	return auth.BearerOK(r.Header.Get("Authorization"), g.AuthToken)
-}
-
 // newRequestID returns a random request id.
 func newRequestID() string {
 	var b [12]byte
 	rand.Read(b[:])
 	return "aegis-" + hex.EncodeToString(b[:])
+}
+
+// kinds detects, on first contact, the kind of upstreams that were down
+// when the gateway started (Kind left KindUnknown), so Aegis can start
+// before its model server. Until an upstream answers, requests go to it
+// as to an OpenAI-compatible server and fail as unreachable.
+type kinds struct {
+	once    sync.Once
+	pending atomic.Bool
+	mu      sync.Mutex
 }

@@ -3,34 +3,8 @@ package gateway
 import (
 	"fmt"
 
-	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
-
-// attemptState is what one attempt read of the upstream besides its
-// text (which the releaser keeps). Every attempt starts from a new one.
-type attemptState struct {
-	step     pipeline.Step // the attempt's step after the last feed
-	tools    toolAcc       // the tool calls, as the dialect assembles them
-	heldTool [][]byte      // streamed tool-call chunks, sent with the verdict
-	tail     [][]byte      // the chunks from finish_reason on (usage, timings)
-	finish   string        // the finish reason, once read
-	acc      fieldAcc      // a non-streaming answer's other fields (rebuild.go)
-}
-
-// keepTail keeps the chunks from finish_reason on (usage, timings): they
-// go out after the verdict, the last one carrying it.
-func (s *attemptState) keepTail(p []byte, c *chunk) {
-	if c.finish && s.finish == "" {
-		s.finish = c.finishReason
-		if s.finish == "" {
-			s.finish = "stop"
-		}
-	}
-	if p != nil {
-		s.tail = append(s.tail, clone(p))
-	}
-}
 
 // intakeError is a payload the attempt cannot take: the upstream's
 // failure (err), or, when over is set, the response cap it passed.

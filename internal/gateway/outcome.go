@@ -191,8 +191,8 @@ func (x *exchange) writeError(status int, e apiError, m *meta, coded bool) {
 
 // finished publishes the request's end with its timings.
 func (x *exchange) finished(outcome string, status int) {
-	if x.choice != nil {
-		x.choice.outcome = outcome
+	if x.ended != nil {
+		*x.ended = outcome
 		return
 	}
 	e := x.timed(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httputil"
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
@@ -59,16 +58,6 @@ func ollamaEndpoint(path string) passKind {
 		return passManagement
 	}
 	return passUnknown
-}
-
-// fail writes an error in the shape the client of path expects: Ollama's
-// {"error": "..."} under /api/, else the OpenAI error object.
-func fail(w http.ResponseWriter, path string, status int, e apiError) {
-	if strings.HasPrefix(path, "/api/") {
-		writeJSON(w, status, map[string]string{"error": e.Message})
-		return
-	}
-	writeError(w, status, e, nil)
 }
 
 // serveOllamaPassthrough serves Ollama's endpoints other than chat and
@@ -203,28 +192,6 @@ func (g *Gateway) checkEmbeddingInput(w http.ResponseWriter, r *http.Request) bo
 	g.Events.Publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: r.URL.Path, Model: req.Model,
 		Outcome: events.OutcomeBlocked, Status: status, Duration: g.now().Sub(start)})
 	return false
-}
-
-// proxy forwards r to up unchanged but for the client's bearer token,
-// which is Aegis's, not the upstream's. Errors name the upstream, never
-// its address.
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, up *upstream.Upstream) {
-	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody())
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(up.URL)
-			pr.Out.Header.Del("Authorization")
-			if up.APIKey != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+up.APIKey)
-			}
-		},
-		Transport: up.Client.Transport,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.logf("upstream %s: %s %s: %v", up.Name, r.Method, r.URL.Path, err)
-			fail(w, r.URL.Path, http.StatusBadGateway, apiError{Message: "upstream " + up.Name + " could not be reached", Type: "aegis_unavailable", Code: ErrorCode(validator.ReasonUpstreamError)})
-		},
-	}
-	rp.ServeHTTP(w, r)
 }
 
 func readerBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }

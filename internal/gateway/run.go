@@ -95,7 +95,7 @@ func (x *exchange) try(n int, body []byte) result {
 
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
-	rd := startReader(ctx, x.open(ctx, body), clk, x.g.readHook)
+	rd := startReader(ctx, x.send(ctx, body), clk, x.g.readHook)
 	defer func() {
 		cancel() // unblocks the reader
 		<-rd.done
@@ -105,9 +105,9 @@ func (x *exchange) try(n int, body []byte) result {
 	return l.run(clk)
 }
 
-// open returns what the reader calls to send body upstream: the
+// send returns what the reader calls to send body upstream: the
 // upstream's stream, or how it refused.
-func (x *exchange) open(ctx context.Context, body []byte) func() (*upstream.Stream, *result) {
+func (x *exchange) send(ctx context.Context, body []byte) func() (*upstream.Stream, *result) {
 	path, _ := x.route.upstreamPath(x.up.Kind)
 	up, route := x.up, x.route
 	return func() (*upstream.Stream, *result) {
