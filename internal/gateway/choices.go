@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -9,27 +8,6 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
-
-// subResult is what one choice's exchange ended with.
-type subResult struct {
-	outcome string
-	status  int
-	header  http.Header
-	body    bytes.Buffer
-}
-
-func (s *subResult) Header() http.Header { return s.header }
-func (s *subResult) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.body.Write(p)
-}
-func (s *subResult) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-}
 
 // runChoices serves a non-streaming request for n choices as n upstream
 // requests of one choice each (llama-server and Ollama give one choice
@@ -52,7 +30,7 @@ func (x *exchange) runChoices(n int) {
 		res := &subResult{header: http.Header{}}
 		req := x.req
 		req.body = body
-		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.outcome}
+		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.ended}
 		sub.run()
 		x.tally.attempts += sub.tally.attempts
 		attempts += sub.tally.attempts
@@ -63,7 +41,7 @@ func (x *exchange) runChoices(n int) {
 			x.w.Header().Set(HeaderAttempts, strconv.Itoa(attempts))
 			x.w.WriteHeader(res.status)
 			x.w.Write(res.body.Bytes())
-			x.finished(res.outcome, res.status)
+			x.finished(res.ended.outcome, res.status)
 			return
 		}
 		var b rawBody
@@ -77,25 +55,12 @@ func (x *exchange) runChoices(n int) {
 			c.set("index", len(choices))
 			choices = append(choices, c.encode())
 		}
-		var u map[string]json.RawMessage
-		json.Unmarshal(b["usage"], &u)
-		for k, v := range u {
-			var c int
-			if json.Unmarshal(v, &c) == nil {
-				if usage == nil {
-					usage = map[string]int{}
-				}
-				if k == "prompt_tokens" && i > 0 {
-					continue // the prompt is counted once
-				}
-				usage[k] += c
-			}
-		}
+		usage = addUsage(usage, b["usage"], i > 0)
 		var m meta
 		if json.Unmarshal(b["aegis"], &m) == nil {
 			last = &m
 		}
-		repaired = repaired || res.outcome == events.OutcomeRepaired
+		repaired = repaired || res.ended.outcome == events.OutcomeRepaired
 		if merged == nil {
 			merged = b
 		}
@@ -120,4 +85,24 @@ func (x *exchange) runChoices(n int) {
 	}
 	x.tally.repaired = repaired
 	x.finished(outcome, http.StatusOK)
+}
+
+// addUsage adds the counts of one choice's usage to sum; the prompt is
+// counted once (again: a later choice).
+func addUsage(sum map[string]int, raw json.RawMessage, again bool) map[string]int {
+	var u map[string]json.RawMessage
+	json.Unmarshal(raw, &u)
+	for k, v := range u {
+		var c int
+		if json.Unmarshal(v, &c) == nil {
+			if sum == nil {
+				sum = map[string]int{}
+			}
+			if k == "prompt_tokens" && again {
+				continue
+			}
+			sum[k] += c
+		}
+	}
+	return sum
 }

@@ -10,13 +10,16 @@
 //
 // # Routes
 //
-//	POST /v1/chat/completions   streaming (SSE) and not; tools, response_format
-//	POST /v1/completions        streaming (SSE) and not
-//	POST /api/chat, /api/generate  Ollama's NDJSON API, when the upstream is Ollama
-//	GET  /v1/models             the configured models, else each upstream's list
-//	GET  /health                Aegis and each upstream (200 when any upstream is up)
-//	GET, HEAD /                 a heartbeat, answered like the upstream kind ("Ollama is running")
-//	/api/*                      other Ollama endpoints, passed through unchecked
+//	POST /v1/chat/completions, /chat/completions   streaming (SSE) and not; tools, response_format
+//	POST /v1/completions, /completions             streaming (SSE) and not
+//	POST /api/chat, /api/generate                  Ollama's NDJSON API, when the upstream is Ollama
+//	POST /v1/embeddings, /embeddings               the input checks, then the upstream's embeddings
+//	GET  /v1/models, /models                       the configured models, else each upstream's list
+//	GET  /v1/models/{id}                           one of them
+//	GET  /health, /v1/health                       Aegis and each upstream (200 when any upstream is up)
+//	GET, HEAD /                                    a heartbeat, answered like the upstream kind ("Ollama is running")
+//	/v1/*                                          other OpenAI endpoints: refused as not served
+//	/api/*                                         other Ollama endpoints, passed through unchecked
 //
 // Each generating route has its dialect (dialect_chat.go,
 // dialect_completions.go, dialect_ollama_chat.go,

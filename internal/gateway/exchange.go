@@ -7,6 +7,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -35,8 +36,14 @@ type exchange struct {
 	tally tally        // what the attempts so far add up to
 
 	// ended, when set, makes this the exchange of one of several choices
-	// (choices.go): its outcome is recorded there, not published.
-	ended *string
+	// (choices.go): how it ended is recorded there, not published.
+	ended *ending
+}
+
+// ending is how the exchange of one choice ended.
+type ending struct {
+	outcome string
+	status  int
 }
 
 // tally is what the attempts of one request add up to.
@@ -110,6 +117,14 @@ func (x *exchange) upName() string {
 		return ""
 	}
 	return x.up.Name
+}
+
+// sofar is what the policy's Next decides on besides the verdict;
+// fixTried says the local repair was already tried on the attempt.
+func (x *exchange) sofar(fixTried bool) policy.SoFar {
+	return policy.SoFar{Attempts: x.tally.attempts, MaxAttempts: x.g.maxAttempts(), Sent: x.out.sent > 0,
+		Optimistic: x.tally.optimistic, ToolCalls: x.cur.tools.hasCalls(), FixTried: fixTried,
+		StallRetried: x.tally.stallRetried, Capped: x.tally.capped}
 }
 
 // decide turns a gateway-made finding into a verdict under the policy,

@@ -5,24 +5,21 @@ import (
 	"io"
 
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
 )
 
-// fixSyntax applies the fix_syntax repair locally, without a round trip:
-// when the attempt failed on a JSON error that jsonsyntax.Repair can fix
-// (a trailing comma, single quotes, a code fence), nothing was released
-// yet and no tool call is involved, it reads the rest of the answer, repairs
-// it, and runs a fresh set of checks over the repaired document. When they
-// pass, the repaired document is the answer; otherwise (the repair did not
-// apply, the answer was cut off by the token limit, the checks still fail)
-// it reports false and the request is retried as the policy says.
-func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (result, bool) {
-	v := chk.Verdict(n)
-	f, ok := syntaxFinding(v)
-	if !ok || x.out.sent > 0 || x.cur.tools.hasCalls() || !x.g.policy().Rule(v.Reason).Action.IsRetry() {
-		return result{}, false
-	}
+// fixSyntax applies the fix_syntax repair locally, without a round trip,
+// once the policy chose it (Next: a JSON error that jsonsyntax.Repair can
+// fix, a trailing comma, single quotes, a code fence; nothing released
+// yet, no tool call): it reads the rest of the answer, repairs it, and
+// runs a fresh set of checks over the repaired document. When they pass,
+// the repaired document is the answer; otherwise (the repair did not
+// apply, the answer was cut off by the token limit, the checks still
+// fail) it reports false and the request is retried as the policy says.
+func (x *exchange) fixSyntax(v validator.Verdict, next func() ([]byte, error), n int) (result, bool) {
+	f, _ := policy.SyntaxFinding(v)
 	if err := x.drainRest(next, n); err != nil {
 		return result{}, false
 	}
@@ -49,20 +46,6 @@ func (x *exchange) fixSyntax(chk Checker, next func() ([]byte, error), n int) (r
 	out.Findings = append(out.Findings, validator.Finding{Check: f.Check, Start: f.Start, End: f.End,
 		Message: "repaired locally (fix_syntax): " + f.Message})
 	return result{kind: resPass, verdict: out}, true
-}
-
-// syntaxFinding returns the failing finding of v when it is a JSON error
-// with the fix_syntax hint.
-func syntaxFinding(v validator.Verdict) (validator.Finding, bool) {
-	if v.Verdict != validator.Fail || v.Reason != validator.ReasonInvalidJSON && v.Reason != validator.ReasonSchemaViolation {
-		return validator.Finding{}, false
-	}
-	for _, f := range v.Findings {
-		if f.Reason == v.Reason {
-			return f, f.Hint == validator.ActionFixSyntax
-		}
-	}
-	return validator.Finding{}, false
 }
 
 var errToolInDrain = errors.New("tool call")

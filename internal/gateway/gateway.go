@@ -25,18 +25,29 @@ const (
 	DefaultIdleTimeout  = 2 * time.Minute
 )
 
-// Checker is what the gateway needs from the checks of one attempt.
+// Checker is what the gateway needs from the checks of one attempt: a
+// Stepper that takes the output, and, once the attempt ends, its verdict.
 // *pipeline.Attempt implements it; see pipeline.Step for the protocol.
 type Checker interface {
+	Stepper
+	Verdict(attempt int) validator.Verdict
+	// Mode is the release mode the attempt resolved (optimistic release
+	// sends text before the checks cleared it).
+	Mode() policy.Mode
+	// Stop abandons the background judgements in flight.
+	Stop()
+}
+
+// Stepper takes an attempt's output, tool calls and time, and says after
+// each what the gateway may release (pipeline.Step).
+type Stepper interface {
 	Feed(p []byte, at time.Time) pipeline.Step
 	ToolCall(c validator.ToolCall)
 	Tick(now time.Time) pipeline.Step
 	CloseAt(now time.Time) pipeline.Step
 	Fail(f validator.Finding, now time.Time) pipeline.Step
+	// Notify receives when a background check reported something.
 	Notify() <-chan struct{}
-	Stop()
-	Verdict(attempt int) validator.Verdict
-	Mode() policy.Mode
 }
 
 // Gateway serves the guarded API. Set its fields before the first

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -112,8 +113,10 @@ func (l *attemptLoop) onIdle() (pipeline.Step, *result) {
 func (l *attemptLoop) settle(step pipeline.Step) (result, bool) {
 	x := l.x
 	if step.State == pipeline.Done && step.Failed {
-		if r, ok := x.fixSyntax(l.chk, l.rd.next(x.r.Context()), l.n); ok {
-			return r, true
+		if v := l.chk.Verdict(l.n); x.g.policy().Next(v, x.sofar(false)) == policy.FixSyntax {
+			if r, ok := x.fixSyntax(v, l.rd.next(x.r.Context()), l.n); ok {
+				return r, true
+			}
 		}
 		l.cancel() // stop the generation at once: a loop must not run to max_tokens
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -89,9 +90,7 @@ func (x *exchange) body200() []byte {
 // when nothing has been sent yet on a non-streaming request, else an
 // in-band error event and a clean end of the stream.
 func (x *exchange) halt(v validator.Verdict) {
-	if v.Action != validator.ActionBlock {
-		v.Action = validator.ActionHalt
-	}
+	v = policy.Halted(v)
 	markFinal(x.w.Header())
 	m := x.meta(v)
 	msg := x.g.scrub(haltMessage(v))
@@ -137,8 +136,7 @@ func (x *exchange) refused(res result) {
 	if code != ErrorCode(validator.ReasonUpstreamError) {
 		fmsg = fmt.Sprintf("upstream refused the request (%d): %q", res.status, msg)
 	}
-	v := x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: fmsg})
-	v.Action = validator.ActionHalt
+	v := policy.Halted(x.decide(validator.Finding{Check: "gateway", Reason: validator.ReasonUpstreamError, Message: fmsg}))
 	m := x.meta(v)
 	x.writeError(status, apiError{Message: msg, Type: "aegis_unavailable", Code: code}, m, false)
 	if status < 500 {
@@ -186,13 +184,18 @@ func (x *exchange) writeError(status int, e apiError, m *meta, coded bool) {
 	if m != nil {
 		setVerdictHeaders(x.w.Header(), m)
 	}
+	if x.out.midStream() { // the stream's status is out: the error is an event on it
+		b, _ := json.Marshal(x.route.errorBody(e, m, coded))
+		x.out.end(b)
+		return
+	}
 	writeJSON(x.w, status, x.route.errorBody(e, m, coded))
 }
 
 // finished publishes the request's end with its timings.
 func (x *exchange) finished(outcome string, status int) {
 	if x.ended != nil {
-		*x.ended = outcome
+		x.ended.outcome, x.ended.status = outcome, status
 		return
 	}
 	e := x.timed(events.Event{Kind: events.RequestFinished, RequestID: x.id, Route: x.route.String(), Upstream: x.upName(),

@@ -50,6 +50,10 @@ type releaser struct {
 	heldMax     int       // the most text held back at once
 
 	pool *scratch // where the reusable buffers came from (recycle)
+
+	// choice, when set, makes this one choice of a streamed n-choice
+	// answer (choice.go).
+	choice *choiceOpt
 }
 
 // pend is an upstream chunk not yet (wholly) given to the client, with
@@ -235,6 +239,9 @@ func (r *releaser) emit(p []byte) {
 		r.outBuf = outPool.Get().(*[]byte)
 		r.out = (*r.outBuf)[:0]
 	}
+	if r.choice != nil {
+		p = r.choice.restamp(p)
+	}
 	r.out = r.wire.frame(r.out, p)
 	if r.batch && len(r.out) >= maxBatchBytes {
 		r.flush()
@@ -252,6 +259,13 @@ const maxBatchBytes = 32 << 10
 var outPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
 func (r *releaser) writeStreamHeader() {
+	if r.choice != nil {
+		if r.choice.stream.started { // an earlier choice began the stream
+			r.wroteHeader = true
+			return
+		}
+		r.choice.stream.started = true
+	}
 	h := r.client.Header()
 	r.wire.streamHeader(h)
 	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts}, ", "))
@@ -298,9 +312,15 @@ func (r *releaser) end(last []byte) {
 	if last != nil {
 		r.out = r.wire.frame(r.out, last)
 	}
-	r.out = r.wire.appendEnd(r.out)
+	if r.choice == nil { // the last choice's end is the stream's (choices_stream.go)
+		r.out = r.wire.appendEnd(r.out)
+	}
 	r.flush()
 }
+
+// midStream reports whether this is one choice of a streamed answer that
+// an earlier choice began: an error goes out as an event on it.
+func (r *releaser) midStream() bool { return r.choice != nil && r.choice.stream.started }
 
 // releaseCleared is called when the upstream fails mid-stream: the text
 // it sent is all there will be, so the checks judge it as complete, and

@@ -50,14 +50,13 @@ func (x *exchange) run() {
 	}
 }
 
-// retryable reports whether a failed attempt gets another one (see
-// decideNext), and for a stall, picks the upstream for it.
+// retryable reports whether a failed attempt gets another one (the
+// policy's Next decides), and for a stall, picks the upstream for it.
 func (x *exchange) retryable(v validator.Verdict) bool {
-	switch decideNext(v, sofar{attempts: x.tally.attempts, maxAttempts: x.g.maxAttempts(),
-		optimisticSent: x.tally.optimistic && x.out.sent > 0, stallRetried: x.tally.stallRetried, capped: x.tally.capped}) {
-	case nextHalt:
+	switch x.g.policy().Next(v, x.sofar(true)) {
+	case policy.Halt:
 		return false
-	case nextProbe:
+	case policy.Probe:
 		x.tally.stallRetried = true
 		ctx, cancel := context.WithTimeout(x.r.Context(), 2*time.Second)
 		defer cancel()
