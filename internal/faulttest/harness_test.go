@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
+	"go.uber.org/goleak"
 )
 
 // fastStall keeps the suite quick where a stall is the fault under test:
@@ -285,17 +286,16 @@ func loneSurrogate(p []byte) bool {
 func noLeaks(t *testing.T, body func(t *testing.T)) {
 	t.Helper()
 	runtime.GC()
-	g0, fd0, heap0 := runtime.NumGoroutine(), fds(), liveHeap()
+	opt, fd0, heap0 := goleak.IgnoreCurrent(), fds(), liveHeap()
 	t.Run("case", body)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		g, fd := runtime.NumGoroutine(), fds()
-		if g <= g0 && fd <= fd0 {
+		leak, fd := goleak.Find(opt), fds()
+		if leak == nil && fd <= fd0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("leak: goroutines %d -> %d, descriptors %d -> %d\n%s", g0, g, fd0, fd, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("leak: descriptors %d -> %d; goroutines: %v", fd0, fd, leak)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

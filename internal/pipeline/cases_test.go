@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
+	"go.uber.org/goleak"
 )
 
 func TestCheckLinesShapes(t *testing.T) {
@@ -78,7 +77,7 @@ func (r failReader) Read(p []byte) (int, error) {
 // TestCheckLinesErrorsNoLeak: read and write errors come back as errors
 // and leave no goroutine behind.
 func TestCheckLinesErrorsNoLeak(t *testing.T) {
-	before := runtime.NumGoroutine()
+	leaks := goleak.IgnoreCurrent()
 	data := string(benchCases(1000))
 	p := policy.DefaultFor(&validator.Registry{})
 	if _, err := CheckLines(p, strings.NewReader(data), "in", &failWriter{}, 1, 4); err == nil || !strings.Contains(err.Error(), "disk full") {
@@ -87,13 +86,7 @@ func TestCheckLinesErrorsNoLeak(t *testing.T) {
 	if _, err := CheckLines(p, failReader{strings.NewReader(data[:5000])}, "in", &bytes.Buffer{}, 1, 4); err == nil || !strings.Contains(err.Error(), "in: read failed") {
 		t.Errorf("read error: %v", err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		t.Errorf("%d goroutines after, %d before", n, before)
-	}
+	goleak.VerifyNone(t, leaks) // it retries while goroutines wind down
 }
 
 // FuzzCheckLines: any input gives one verdict line per non-blank input

@@ -62,6 +62,8 @@ var oomLine = regexp.MustCompile(`(?i)out of memory|ErrorOutOfDeviceMemory|OUT_O
 
 // fatalLine matches messages after which a restart on the same device
 // cannot help.
+var bindLine = regexp.MustCompile(`(?i)couldn't bind|failed to bind|address already in use`)
+
 var fatalLine = regexp.MustCompile(`(?i)failed to load model|error loading model|invalid device|unknown device|failed to initialize .* backend`)
 
 // child runs one server process for one device: start, wait for health,
@@ -75,10 +77,11 @@ type child struct {
 	stop    chan struct{}
 	stopped chan struct{}
 
-	mu    sync.Mutex
-	lines []string // last output lines, for error messages
-	oom   bool
-	fatal string
+	mu         sync.Mutex
+	lines      []string // last output lines, for error messages
+	oom        bool
+	fatal      string
+	bindFailed bool // the server could not bind its port
 }
 
 type childUpdate struct {
@@ -106,12 +109,29 @@ func (c *child) output(line string) {
 	if oomLine.MatchString(line) {
 		c.oom = true
 	}
+	if bindLine.MatchString(line) {
+		c.bindFailed = true
+	}
 	if c.fatal == "" && fatalLine.MatchString(line) {
 		c.fatal = line
 	}
 	if c.cfg.Log != nil {
 		c.cfg.Log(c.dev.Name, line)
 	}
+}
+
+// maxBindRetries bounds the starts on a fresh port after the server could
+// not bind the one it was given.
+const maxBindRetries = 5
+
+// tookBindFailure reports, once, whether the server said it could not
+// bind its port.
+func (c *child) tookBindFailure() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.bindFailed
+	c.bindFailed = false
+	return b
 }
 
 func (c *child) tail() string {
@@ -143,7 +163,7 @@ func (c *child) run() {
 		c.report(ChildFailed, "", 0, fmt.Errorf("%w: %s needs ~%d MiB, budget %d MiB", ErrOverBudget, c.dev.Name, est, budget))
 		return
 	}
-	failures := 0
+	failures, binds := 0, 0
 	for {
 		select {
 		case <-c.stop:
@@ -151,6 +171,10 @@ func (c *child) run() {
 			return
 		default:
 		}
+		// PickPort's port is free when picked, not when the server binds
+		// it: another process may take it in between. The server then
+		// exits saying so, and is started again at once on another port,
+		// without counting a failure.
 		port, err := cfg.PickPort()
 		if err != nil {
 			c.report(ChildFailed, "", 0, err)
@@ -172,6 +196,11 @@ func (c *child) run() {
 		if errors.Is(err, errStopping) {
 			c.report(ChildStopped, "", 0, nil)
 			return
+		}
+		if c.tookBindFailure() && readySince.IsZero() && binds < maxBindRetries {
+			binds++
+			c.classify(err)
+			continue
 		}
 		err = c.classify(err)
 		if !readySince.IsZero() && cfg.Clock.Now().Sub(readySince) >= cfg.StableAfter {
@@ -211,7 +240,12 @@ func (c *child) waitReady(p llamaserver.Process, url string) error {
 		default:
 		}
 		if c.probe(url) == HealthOK {
-			return nil
+			select {
+			case <-p.Done(): // what answered is not ours (it took the port)
+				return fmt.Errorf("%w during start: %v", ErrExited, p.Err())
+			default:
+				return nil
+			}
 		}
 		if !cfg.Clock.Now().Before(deadline) {
 			return fmt.Errorf("%w (%s)", ErrStartTimeout, cfg.StartTimeout)

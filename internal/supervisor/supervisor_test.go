@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"go.uber.org/goleak"
 )
 
 func ok(string, int) behaviour { return behaviour{} }
@@ -29,21 +29,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// noLeaks records the goroutine count and returns a check that it comes
-// back down once the supervisor has stopped.
+// noLeaks returns a check that no goroutine started since outlives the
+// supervisor's Stop.
 func noLeaks(t *testing.T) func() {
-	before := runtime.NumGoroutine()
+	opt := goleak.IgnoreCurrent()
 	return func() {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutines: %d before, %d after Stop\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		goleak.VerifyNone(t, opt) // it retries while goroutines wind down
 	}
 }
 
@@ -370,4 +362,31 @@ func TestBackoffCapped(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("backoff %v, want %v", got, want)
 	}
+}
+
+// TestPortTakenIsStartedElsewhere: a port another process took between
+// PickPort and the server's bind makes the server exit saying so; the
+// child starts again at once on a fresh port, and that is no failure
+// (MaxRestarts 0 still ends ready).
+func TestPortTakenIsStartedElsewhere(t *testing.T) {
+	defer noLeaks(t)()
+	w := newFakeWorld(func(_ string, n int) behaviour {
+		if n <= 2 {
+			return behaviour{exitAtOnce: true, output: []string{"start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 40001"}}
+		}
+		return behaviour{}
+	})
+	cfg, clk := w.config(devices.Device{Name: "CPU"})
+	cfg.MaxRestarts = 0
+	s := New(cfg)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.State() != StateReady || w.count("none") != 3 {
+		t.Fatalf("state %s after %d starts; want ready on the third", s.State(), w.count("none"))
+	}
+	if b := clk.backoffs(); len(b) != 0 {
+		t.Errorf("backed off %v before a start on a fresh port", b)
+	}
+	stop(t, s, w)
 }
