@@ -220,6 +220,11 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	if err != nil {
 		return usageErr(err)
 	}
+	if fo := cfg.GuardServer.FailOpen; fo != nil { // a shorthand for the policy's rule
+		if pol, err = pol.WithFailOpen(*fo, "guard_server.fail_open"); err != nil {
+			return usageErr(err)
+		}
+	}
 	inputCheck, err := serveInputGuard(pol)
 	if err != nil {
 		return err

@@ -108,21 +108,12 @@ func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *ga
 // fc.GuardWorkers, falling back to the local guard server while NATS is
 // unreachable, in place of the local-only check.
 func workerExtra(sup *supervisor.Supervisor, gc guardServerConfig, fc fleetConfig, log *slog.Logger) func(*validator.Request) []validator.Validator {
-	failOpen := true
-	if gc.FailOpen != nil {
-		failOpen = *gc.FailOpen
-	}
 	return func(req *validator.Request) []validator.Validator {
-		c := llm.Config{NATS: fc.NATS, Model: fc.GuardWorkers, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen, Deadline: gc.Deadline}
+		c := llm.Config{NATS: fc.NATS, Model: fc.GuardWorkers, Kind: "llama-server", Task: gc.Task, Deadline: gc.Deadline}
 		if sup != nil {
 			c.URL = sup.URL()
 		}
-		v, err := llm.New(c, req, nil)
-		if err != nil {
-			log.Warn("guard check not built", "err", err)
-			return nil
-		}
-		return []validator.Validator{v}
+		return []validator.Validator{guardLLM(c, req, log)}
 	}
 }
 

@@ -28,14 +28,17 @@ import (
 //	  llama_server: llama-server
 //	  env: [GGML_VK_VISIBLE_DEVICES=0]
 //	  task: safety          # safety | injection | drift | tool_call
-//	  fail_open: true
+//	  fail_open: true       # shorthand for the policy's rule for guard_unavailable
 type guardServerConfig struct {
 	Model       string   `yaml:"model"`
 	Device      string   `yaml:"device"`
 	LlamaServer string   `yaml:"llama_server"`
 	Env         []string `yaml:"env"`
 	Task        string   `yaml:"task"`
-	FailOpen    *bool    `yaml:"fail_open"`
+	// FailOpen is a shorthand for the policy's rule for guard_unavailable
+	// (true: release, false: halt), which alone decides what happens to
+	// text the guard could not judge (see policy/unjudged.go).
+	FailOpen *bool `yaml:"fail_open"`
 	// Deadline bounds every guard call (guard_llm's deadline).
 	Deadline time.Duration `yaml:"deadline"`
 }
@@ -138,23 +141,27 @@ func guardCheck(f func(*validator.Request) []validator.Validator) policy.Check {
 
 // guardExtra returns the constructor of guardCheck: a guard_llm check against
 // whatever server the supervisor serves from now (it changes on
-// fallback). With no server serving, requests run on the deterministic
-// checks alone, the last link of the fallback chain.
+// fallback). With no server serving, the check reports the output with a
+// guard_unavailable finding, and the policy's rule for guard_unavailable
+// decides (the request's Unjudged): the text goes out with the finding as
+// a note, or the response halts.
 func guardExtra(sup *supervisor.Supervisor, gc guardServerConfig, log *slog.Logger) func(*validator.Request) []validator.Validator {
-	failOpen := true
-	if gc.FailOpen != nil {
-		failOpen = *gc.FailOpen
-	}
 	return func(req *validator.Request) []validator.Validator {
 		url := sup.URL()
 		if url == "" {
-			return nil
+			return []validator.Validator{validator.Unavailable("guard_llm", "the guard server is not serving", req)}
 		}
-		v, err := llm.New(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, FailOpen: failOpen, Deadline: gc.Deadline}, req, nil)
-		if err != nil {
-			log.Warn("guard check not built", "err", err)
-			return nil
-		}
-		return []validator.Validator{v}
+		return []validator.Validator{guardLLM(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, Deadline: gc.Deadline}, req, log)}
 	}
+}
+
+// guardLLM builds a guard_llm check for req, or, when it cannot be built,
+// the check that reports the output unjudged.
+func guardLLM(c llm.Config, req *validator.Request, log *slog.Logger) validator.Validator {
+	v, err := llm.New(c, req, nil)
+	if err != nil {
+		log.Warn("guard check not built", "err", err)
+		return validator.Unavailable("guard_llm", "the guard check could not be built: "+err.Error(), req)
+	}
+	return v
 }

@@ -17,8 +17,9 @@ import (
 // testbed: --guard-device auto measures CPU against Vulkan0 (llvmpipe)
 // and must pick the CPU; the guard_llm check built per request gets a
 // verdict from the supervised server (fail closed, so a missing answer
-// would show as guard_unavailable); once the server is gone, requests
-// fall back to the deterministic checks alone.
+// would show as guard_unavailable); once the server is gone, requests get
+// a check that reports their text unjudged (guard_unavailable), for the
+// policy's rule to release with a note or halt.
 func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
 	testbed.Measuring(t)                    // its verdict depends on measured speed
@@ -71,7 +72,12 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	if err := sup.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if vs := extra(req); len(vs) != 0 {
-		t.Fatalf("with the guard server stopped, got %d extra checks; want deterministic-only", len(vs))
+	vs = extra(req)
+	if len(vs) != 1 {
+		t.Fatalf("with the guard server stopped, got %d extra checks; want the one that says unjudged", len(vs))
+	}
+	vs[0].Write([]byte(text))
+	if fs := vs[0].Findings(); len(fs) != 1 || fs[0].Reason != validator.ReasonGuardUnavailable {
+		t.Fatalf("with the guard server stopped, findings %+v; want guard_unavailable", fs)
 	}
 }

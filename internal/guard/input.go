@@ -18,6 +18,9 @@ type InputPolicy struct {
 	// held-out training data), "medium" (its 1% level: more recall, more
 	// false alarms), or "off".
 	Input string `yaml:"input"`
+	// FailOpen is read by the policy, not here: the shorthand for its rule
+	// for guard_unavailable (true: release, false: halt).
+	FailOpen *bool `yaml:"fail_open"`
 }
 
 // DefaultInputPolicy blocks only high-risk input. The classifier's

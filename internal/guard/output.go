@@ -21,10 +21,11 @@ type OutputConfig struct {
 	// WindowBytes is how much output, ending at the scoring point, is
 	// scored each time (default 2048).
 	WindowBytes int `json:"window_bytes" yaml:"window_bytes"`
-	// FailOpen decides what happens when the embedded model cannot be
-	// loaded: true lets output through, false (the default) fails it
-	// with guard_unavailable.
-	FailOpen bool `json:"fail_open" yaml:"fail_open"`
+	// FailOpen, when set, is a shorthand for the policy's rule for
+	// guard_unavailable (true: release, false: halt), which alone decides
+	// what happens to text the guard could not judge (its model did not
+	// load): it is reported with a guard_unavailable finding either way.
+	FailOpen *bool `json:"fail_open" yaml:"fail_open"`
 	// Deadline is accepted for symmetry with guard_llm; the embedded
 	// classifier answers synchronously inside Write, far below any
 	// deadline, so it is not used.
@@ -47,17 +48,14 @@ The verdict's risk is the policy's for the reason.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection, validator.ReasonGuardUnavailable},
 		Example: "heads: [unsafe_content, prompt_injection]\ncadence_tokens: 32\nfail_open: false\n",
 		Config:  func() any { return &OutputConfig{} },
-		New: func(cfg any, _ *validator.Request) (validator.Validator, error) {
+		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*OutputConfig)
 			if c == nil {
 				c = &OutputConfig{}
 			}
 			g, err := Default()
 			if err != nil {
-				if c.FailOpen {
-					return nil, nil
-				}
-				return &unavailable{msg: err.Error()}, nil
+				return validator.Unavailable("guard", err.Error(), req), nil
 			}
 			return g.NewOutput(*c)
 		},
@@ -162,19 +160,4 @@ func (o *output) Close() {
 		o.scanned = len(o.buf)
 		o.scoreTo(len(o.buf))
 	}
-}
-
-// unavailable is the validator used when the model cannot be loaded and
-// the policy fails closed.
-type unavailable struct {
-	msg string
-	n   int
-}
-
-func (u *unavailable) Name() string                { return "guard" }
-func (u *unavailable) Write(p []byte) (int, error) { u.n += len(p); return len(p), nil }
-func (u *unavailable) Settled() int                { return 0 }
-func (u *unavailable) Close()                      {}
-func (u *unavailable) Findings() []validator.Finding {
-	return []validator.Finding{{Check: "guard", Reason: validator.ReasonGuardUnavailable, Start: 0, End: max(1, u.n), Message: u.msg}}
 }

@@ -139,6 +139,9 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 		a.Stop()
 		return nil, err
 	}
+	// Guards read from the request what the policy does with text they
+	// could not judge: the rule for guard_unavailable decides, nothing else.
+	req.Unjudged = p.Rule(validator.ReasonGuardUnavailable).Action
 	for _, c := range p.Checks {
 		v, err := c.Spec.New(c.Config, req)
 		if err != nil {

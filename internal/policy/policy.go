@@ -147,6 +147,10 @@ type Policy struct {
 	Guard yaml.Node
 	// Registry is the registry the checks were resolved in.
 	Registry *validator.Registry
+
+	// unjudged is where the rule for guard_unavailable was set (see
+	// unjudged.go), nil when it is the default.
+	unjudged *unjudgedRule
 }
 
 // DefaultChecks are the checks the default policy enables when they are
@@ -324,6 +328,9 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	if err := p.decodeChecks(&f.Checks, reg); err != nil {
 		return nil, wrap(err)
 	}
+	if err := p.failOpenShorthands(&f.Checks, &f.Guard); err != nil {
+		return nil, wrap(err)
+	}
 	if err := p.decodeActions(&f.Actions); err != nil {
 		return nil, wrap(err)
 	}
@@ -440,6 +447,11 @@ func (p *Policy) decodeActions(n *yaml.Node) error {
 			rule.MaxRetries = *raw.MaxRetries
 		}
 		p.Rules[reason] = rule
+		if reason == validator.ReasonGuardUnavailable && raw.Action != nil {
+			if err := p.actionsUnjudged(v.Line); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -193,3 +193,55 @@ func TestWithReplacesByName(t *testing.T) {
 		t.Fatal("the run-time check is not enabled")
 	}
 }
+
+// TestFailOpenIsTheGuardUnavailableRule: every fail_open key is a shorthand
+// for the one rule for guard_unavailable; settings that disagree are an
+// error naming both.
+func TestFailOpenIsTheGuardUnavailableRule(t *testing.T) {
+	reg := testRegistry()
+	type guardConfig struct {
+		FailOpen *bool `yaml:"fail_open"`
+	}
+	reg.Register(validator.Spec{Name: "guard", Config: func() any { return &guardConfig{} },
+		New: func(any, *validator.Request) (validator.Validator, error) { return nil, nil }})
+	for _, tc := range []struct {
+		name, doc string
+		want      validator.Action
+		err       string
+	}{
+		{"default", "", validator.ActionRelease, ""},
+		{"guard section", "guard: {fail_open: false}\n", validator.ActionHalt, ""},
+		{"guard check", "checks: {guard: {fail_open: false}}\n", validator.ActionHalt, ""},
+		{"open", "guard: {fail_open: true}\n", validator.ActionRelease, ""},
+		{"agreeing action", "guard: {fail_open: false}\nactions: {guard_unavailable: {action: halt}}\n", validator.ActionHalt, ""},
+		{"contradicting action", "guard: {fail_open: false}\nactions: {guard_unavailable: {action: release}}\n", "",
+			"line 2: actions.guard_unavailable (release) contradicts line 1: guard.fail_open (halt)"},
+		{"contradicting keys", "checks: {guard: {fail_open: true}}\nguard: {fail_open: false}\n", "",
+			"line 2: guard.fail_open (halt) contradicts line 1: checks.guard.fail_open (release)"},
+		{"not a bool", "guard: {fail_open: maybe}\n", "", "line 1: fail_open: want true or false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.doc), "p.yaml", reg)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a := p.Rule(validator.ReasonGuardUnavailable).Action; a != tc.want {
+				t.Errorf("rule %s, want %s", a, tc.want)
+			}
+		})
+	}
+	p, _ := Parse([]byte("actions: {guard_unavailable: {action: release}}\n"), "p.yaml", testRegistry())
+	if _, err := p.WithFailOpen(false, "guard_server.fail_open"); err == nil || !strings.Contains(err.Error(), "guard_server.fail_open (halt) contradicts line 1: actions.guard_unavailable") {
+		t.Errorf("WithFailOpen over a contradicting policy: %v", err)
+	}
+	q, err := Default().WithFailOpen(false, "guard_server.fail_open")
+	if err != nil || q.Rule(validator.ReasonGuardUnavailable).Action != validator.ActionHalt || Default().Rule(validator.ReasonGuardUnavailable).Action != validator.ActionRelease {
+		t.Errorf("WithFailOpen(false) on the default: %v", err)
+	}
+}

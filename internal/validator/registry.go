@@ -43,8 +43,24 @@ type Request struct {
 	// process's log names the response it judged.
 	ID      string
 	Attempt int
+	// Unjudged is the policy's action for text a guard could not judge
+	// (its rule for guard_unavailable), set by the pipeline. A guard that
+	// gives up on a span of text always reports it with a guard_unavailable
+	// finding; under release it lets the span go (the finding is a note),
+	// under any other action it holds the span and the finding fails the
+	// output. Empty outside a pipeline: the guard's own default decides.
+	Unjudged Action
 
 	memo map[string]any
+}
+
+// ReleasesUnjudged reports whether a guard lets go of text it could not
+// judge: the policy's rule (Unjudged) when set, else def.
+func (r *Request) ReleasesUnjudged(def bool) bool {
+	if r == nil || r.Unjudged == "" {
+		return def
+	}
+	return r.Unjudged == ActionRelease
 }
 
 // Memo returns the value stored under key, computing it with f the first

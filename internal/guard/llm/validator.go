@@ -23,8 +23,12 @@ type Config struct {
 	// Deadline bounds every guard call, and how long after the end of the
 	// output the final verdict may take (default 2s).
 	Deadline time.Duration `json:"deadline" yaml:"deadline"`
-	// FailOpen releases text the guard could not judge in time; false
-	// (the default) fails the output with guard_unavailable.
+	// FailOpen is what the guard does with text it could not judge in time
+	// when no policy says (a guard built outside a pipeline): true lets it
+	// go, false (the default) holds it. Either way the text is reported
+	// with a guard_unavailable finding. In a policy, the rule for
+	// guard_unavailable alone decides (validator.Request.Unjudged), and a
+	// fail_open key in the check's configuration is a shorthand for it.
 	FailOpen bool `json:"fail_open" yaml:"fail_open"`
 	// CadenceTokens asks for a verdict every this many tokens (counted as
 	// 4 bytes each) or at the first sentence end after half of it
@@ -70,8 +74,10 @@ drift or tool-call plausibility) at sentence ends / every cadence_tokens tokens 
 the output. Calls run in the background; Write never blocks. Settled advances to the end of
 the last text the guard passed, so the unjudged tail is held back. On llama-server the risk
 comes from the verdict token's probability (n_probs) and the prompt prefix stays cached in the
-pinned id_slot. A call that fails or outlives the deadline yields guard_unavailable unless
-fail_open is set, in which case the text is released unjudged. Guard models are asked in their
+pinned id_slot. Text a call could not judge (it failed or outlived the deadline) is reported
+with a guard_unavailable finding, and the policy's rule for guard_unavailable decides: release
+lets it go with the finding as a note, halt holds it and stops the response (fail_open here is
+a shorthand for that rule). Guard models are asked in their
 own protocol (protocol: llama-guard, qwen3guard, granite-guardian, shieldgemma; auto detects it
 from the server's model; verdict-json is the generic prompt for general instruct models); their
 categories are carried in the finding. With nats set, the calls go to guard
@@ -112,6 +118,7 @@ type Guard struct {
 	settled   int
 	asked     int // end of the text of the last call started
 	findings  []validator.Finding
+	notes     []validator.Finding // text let go unjudged (fail open)
 	closed    bool
 	done      bool // final verdict in (or deadline passed) after Close
 	inflight  *call
@@ -175,6 +182,7 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 			return nil, fmt.Errorf("guard_llm: unknown policy %q (want some of %v)", p, ShieldPolicies())
 		}
 	}
+	c.FailOpen = req.ReleasesUnjudged(c.FailOpen) // the policy's rule, when there is one
 	g := &Guard{
 		proto:   proto,
 		task:    task,
@@ -416,18 +424,28 @@ func (g *Guard) finishLocked(c *call, res *Result, err error) {
 	}
 }
 
-// unavailableLocked applies the fail-open / fail-closed policy to call c.
+// unavailableLocked reports the text of call c, which the guard could not
+// judge, with a guard_unavailable finding: failing open, the text is let
+// go and the finding is a note (the verdict says the text went out
+// unjudged); failing closed, the text stays held and the finding fails
+// the output.
 func (g *Guard) unavailableLocked(c *call, why string) {
-	if g.cfg.FailOpen {
-		if !c.prefill {
-			g.settled = max(g.settled, c.end)
-		}
+	f := validator.Finding{Check: "guard_llm", Reason: validator.ReasonGuardUnavailable, Start: g.settled, End: max(c.end, g.settled+1),
+		Message: "guard model gave no verdict in time: " + why}
+	if !g.cfg.FailOpen {
+		g.findings = append(g.findings, f)
 		return
 	}
-	g.findings = append(g.findings, validator.Finding{
-		Check: "guard_llm", Reason: validator.ReasonGuardUnavailable, Start: g.settled, End: max(c.end, g.settled+1),
-		Message: "guard model gave no verdict in time: " + why,
-	})
+	if c.prefill || c.end <= g.settled {
+		return // nothing was to be judged
+	}
+	f.End = c.end
+	g.settled = c.end
+	if n := len(g.notes); n > 0 && g.notes[n-1].End >= f.Start {
+		g.notes[n-1].End = f.End // one note for text let go in a row
+		return
+	}
+	g.notes = append(g.notes, f)
 }
 
 func (g *Guard) Settled() int {
@@ -439,7 +457,10 @@ func (g *Guard) Settled() int {
 func (g *Guard) Findings() []validator.Finding {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return append([]validator.Finding(nil), g.findings...)
+	if len(g.notes) == 0 {
+		return append([]validator.Finding(nil), g.findings...)
+	}
+	return append(append([]validator.Finding(nil), g.findings...), g.notes...)
 }
 
 // Close marks the end of the output and asks for the final verdict in the
