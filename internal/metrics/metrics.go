@@ -13,14 +13,15 @@
 //     finish aegis_requests_total{route,upstream,outcome},
 //     aegis_request_duration_seconds, aegis_time_to_first_token_seconds
 //     (TTFT), aegis_added_latency_seconds (AddedTTFT: what Aegis added to
-//     the first token), aegis_release_lag_bytes (HeldBytes) and
-//     aegis_completion_tokens_total (Tokens).
+//     the first token), aegis_release_lag_bytes (HeldBytes),
+//     aegis_completion_tokens_total (Tokens) and
+//     aegis_verdict_delay_seconds (VerdictDelay: the upstream's last token
+//     to the request's verdict; the gateway sets it on RequestFinished).
 //   - AttemptStarted: aegis_attempts_total{upstream}.
 //   - Verdict without GuardDevice: the attempt's verdict:
-//     aegis_verdicts_total{verdict,reason,action} and
-//     aegis_verdict_delay_seconds (VerdictDelay: last upstream token to
-//     verdict); reason upstream_error also counts
-//     aegis_upstream_errors_total, reason stall aegis_upstream_stalls_total.
+//     aegis_verdicts_total{verdict,reason,action}; reason upstream_error
+//     also counts aegis_upstream_errors_total, reason stall
+//     aegis_upstream_stalls_total.
 //   - Verdict with GuardDevice: one guard call on that device:
 //     aegis_guard_calls_total, aegis_guard_call_duration_seconds
 //     (Duration), aegis_guard_failures_total when Error is set or the
@@ -120,7 +121,7 @@ func New(bus *events.Bus) *Collector {
 	c.blocks = f.counter("aegis_blocks_total", "Requests whose input was refused before generation, by reason.", "reason")
 	c.ttft = f.histogram("aegis_time_to_first_token_seconds", "Time from request to the first token the client received.", "upstream")
 	c.added = f.histogram("aegis_added_latency_seconds", "Latency Aegis added to the first token, compared with the upstream's own first token.", "upstream")
-	c.verdictDelay = f.histogram("aegis_verdict_delay_seconds", "Time from the upstream's last token to the attempt's verdict.").WithLabelValues()
+	c.verdictDelay = f.histogram("aegis_verdict_delay_seconds", "Time from the upstream's last token to the request's verdict.").WithLabelValues()
 	c.duration = f.histogram("aegis_request_duration_seconds", "Time from request to the end of the response.", "route", "outcome")
 	c.releaseLag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "aegis_release_lag_bytes",
@@ -244,6 +245,9 @@ func (c *Collector) finished(e events.Event) {
 		c.added.WithLabelValues(e.Upstream).Observe(e.AddedTTFT.Seconds())
 	}
 	c.releaseLag.Observe(float64(e.HeldBytes))
+	if e.VerdictDelay > 0 {
+		c.verdictDelay.Observe(e.VerdictDelay.Seconds())
+	}
 	if e.Tokens > 0 {
 		c.tokens.WithLabelValues(e.Upstream).Add(float64(e.Tokens))
 	}
@@ -270,9 +274,6 @@ func (c *Collector) verdict(e events.Event) {
 	}
 	reason, action := verdictLabels(e.Verdict)
 	c.verdicts.WithLabelValues(outcome, reason, action).Inc()
-	if e.VerdictDelay > 0 {
-		c.verdictDelay.Observe(e.VerdictDelay.Seconds())
-	}
 	if e.Verdict != nil {
 		c.mu.Lock()
 		c.judged[e.RequestID] = true

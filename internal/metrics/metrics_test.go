@@ -98,10 +98,12 @@ func TestCountersMatchEvents(t *testing.T) {
 		bus.Publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: up})
 		outcome := "released"
 		attempts := 1
+		var delay time.Duration // the gateway puts it on RequestFinished
 		switch rng.IntN(4) {
 		case 0: // released
 			bus.Publish(events.Event{Kind: events.AttemptStarted, RequestID: id, Upstream: up, Attempt: 1})
-			bus.Publish(events.Event{Kind: events.Verdict, RequestID: id, Upstream: up, Verdict: pass, VerdictDelay: 50 * time.Microsecond})
+			bus.Publish(events.Event{Kind: events.Verdict, RequestID: id, Upstream: up, Verdict: pass})
+			delay = 50 * time.Microsecond
 			want["verdicts pass"]++
 		case 1: // loop, retried, then passes
 			outcome, attempts = "repaired", 2
@@ -135,7 +137,7 @@ func TestCountersMatchEvents(t *testing.T) {
 		want["requests "+up+" "+outcome]++
 		bus.Publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: up, Outcome: outcome,
 			Status: 200, TTFT: time.Duration(rng.IntN(100)+1) * time.Millisecond, AddedTTFT: 300 * time.Microsecond,
-			Duration: time.Second, HeldBytes: rng.IntN(64), Tokens: 10})
+			Duration: time.Second, HeldBytes: rng.IntN(64), Tokens: 10, VerdictDelay: delay})
 	}
 	// An unreachable upstream: Halt with no Verdict event before it.
 	bus.Publish(events.Event{Kind: events.RequestStarted, RequestID: "down", Route: "/v1/chat/completions", Upstream: "ollama"})
@@ -213,8 +215,8 @@ func TestCountersMatchEvents(t *testing.T) {
 
 func TestNamesFollowConventions(t *testing.T) {
 	c := New(nil)
-	c.Observe(events.Event{Kind: events.RequestFinished, Route: "/v1/completions", Upstream: "u", Outcome: "released", TTFT: time.Millisecond, AddedTTFT: time.Microsecond, Duration: time.Second, Tokens: 1})
-	c.Observe(events.Event{Kind: events.Verdict, Verdict: pass, VerdictDelay: time.Microsecond})
+	c.Observe(events.Event{Kind: events.RequestFinished, Route: "/v1/completions", Upstream: "u", Outcome: "released", TTFT: time.Millisecond, AddedTTFT: time.Microsecond, Duration: time.Second, Tokens: 1, VerdictDelay: time.Microsecond})
+	c.Observe(events.Event{Kind: events.Verdict, Verdict: pass})
 	c.Observe(events.Event{Kind: events.Verdict, GuardDevice: "CPU", Duration: time.Millisecond})
 	for name, f := range scrape(t, c.Handler()) {
 		if !strings.HasPrefix(name, "aegis_") {
