@@ -61,6 +61,9 @@ func (x *exchange) runChoices(n int) {
 			last = &m
 		}
 		repaired = repaired || res.ended.outcome == events.OutcomeRepaired
+		for _, r := range sub.tally.repairedFor {
+			x.noteRepair(r)
+		}
 		if merged == nil {
 			merged = b
 		}
@@ -75,7 +78,7 @@ func (x *exchange) runChoices(n int) {
 	if last == nil {
 		last = x.meta(validator.Verdict{Verdict: validator.Pass})
 	}
-	last.Attempts, last.Repaired = attempts, repaired
+	last.Attempts, last.Repaired = attempts, x.repairedReasons(last.Verdict)
 	merged.set("aegis", last)
 	setVerdictHeaders(x.w.Header(), last)
 	writeJSON(x.w, http.StatusOK, merged)

@@ -99,9 +99,10 @@
 // # Verdict metadata
 //
 // The final chunk (streams) or the body (non-streaming) carries an "aegis"
-// member: the verdict, request_id, attempts and repaired. Response headers
-// X-Aegis-Verdict (pass|fail), X-Aegis-Reason and X-Aegis-Attempts carry
-// the same; on streams they are HTTP trailers (announced in the Trailer
+// member: the verdict, request_id, attempts and repaired (the reasons a
+// repair mended, absent when the first attempt passed). Response headers
+// X-Aegis-Verdict (pass|fail), X-Aegis-Reason, X-Aegis-Attempts and
+// X-Aegis-Repaired carry the same; on streams they are HTTP trailers (announced in the Trailer
 // header), since the verdict is known only at the end. X-Aegis-Request-Id
 // is sent at once.
 //

@@ -51,8 +51,9 @@ type tally struct {
 	attempts     int
 	stallRetried bool
 	repaired     bool
-	optimistic   bool // the attempt's checks release optimistically
-	capped       bool // the response passed MaxResponseBytes
+	repairedFor  []validator.Reason // what the repairs mended, in order, once each
+	optimistic   bool               // the attempt's checks release optimistically
+	capped       bool               // the response passed MaxResponseBytes
 
 	// notes are findings the gateway adds to the verdict without changing
 	// it (invalid UTF-8 it replaced); utf8Noted says that one was added.

@@ -41,7 +41,7 @@ func (x *exchange) fixSyntax(v validator.Verdict, next func() ([]byte, error), n
 		return result{}, false // a check that judges later (a guard) cannot clear it here
 	}
 	x.out.replace(fixed)
-	x.tally.repaired = true
+	x.noteRepair(f.Reason)
 	out := again.Verdict(n)
 	out.Findings = append(out.Findings, validator.Finding{Check: f.Check, Start: f.Start, End: f.End,
 		Message: "repaired locally (fix_syntax): " + f.Message})

@@ -14,7 +14,7 @@ func appendMeta(dst []byte, m *meta) ([]byte, bool) {
 	v := &m.Verdict
 	risk := v.Risk.String()
 	if len(v.Findings) > 0 || !plainJSON(v.ID) || !plainJSON(string(v.Verdict)) || !plainJSON(risk) ||
-		!plainJSON(string(v.Reason)) || !plainJSON(string(v.Action)) || !plainJSON(v.Error) || !plainJSON(m.RequestID) {
+		!plainJSON(string(v.Reason)) || !plainJSON(string(v.Action)) || !plainJSON(v.Error) || !plainJSON(m.RequestID) || !plainReasons(m.Repaired) {
 		mb, err := json.Marshal(m)
 		if err != nil {
 			return dst, false
@@ -44,8 +44,15 @@ func appendMeta(dst []byte, m *meta) ([]byte, bool) {
 	}
 	dst = appendPlain(append(dst, `,"request_id":`...), m.RequestID)
 	dst = strconv.AppendInt(append(dst, `,"attempts":`...), int64(m.Attempts), 10)
-	if m.Repaired {
-		dst = append(dst, `,"repaired":true`...)
+	if len(m.Repaired) > 0 {
+		dst = append(dst, `,"repaired":[`...)
+		for i, r := range m.Repaired {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendPlain(dst, string(r))
+		}
+		dst = append(dst, ']')
 	}
 	return append(dst, '}'), true
 }
@@ -66,4 +73,13 @@ func appendPlain(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+func plainReasons(rs []validator.Reason) bool {
+	for _, r := range rs {
+		if !plainJSON(string(r)) {
+			return false
+		}
+	}
+	return true
 }

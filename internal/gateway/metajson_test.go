@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -15,7 +16,8 @@ var metaCases = []struct {
 }{
 	{"pass", meta{Verdict: validator.Verdict{ID: "req-1", Verdict: validator.Pass, Action: validator.ActionRelease}, RequestID: "req-1", Attempts: 1}},
 	{"no id", meta{Verdict: validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease}, RequestID: "r", Attempts: 2}},
-	{"repaired", meta{Verdict: validator.Verdict{ID: "r", Verdict: validator.Pass, Risk: validator.RiskMedium, Action: validator.ActionRelease}, RequestID: "r", Attempts: 2, Repaired: true}},
+	{"repaired", meta{Verdict: validator.Verdict{ID: "r", Verdict: validator.Pass, Risk: validator.RiskMedium, Action: validator.ActionRelease}, RequestID: "r", Attempts: 2, Repaired: []validator.Reason{validator.ReasonRepetitionLoop, validator.ReasonInvalidJSON}}},
+	{"repaired odd reason", meta{Verdict: validator.Verdict{Verdict: validator.Pass}, RequestID: "r", Attempts: 2, Repaired: []validator.Reason{"a\"b<"}}},
 	{"fail with reason", meta{Verdict: validator.Verdict{ID: "r", Verdict: validator.Fail, Risk: validator.RiskHigh, Reason: validator.ReasonInvalidJSON, Action: validator.ActionFixSyntax, Findings: []validator.Finding{}}, RequestID: "r", Attempts: 3}},
 	{"findings", meta{Verdict: validator.Verdict{ID: "r", Verdict: validator.Fail, Reason: validator.ReasonSchemaViolation, Findings: []validator.Finding{{Reason: validator.ReasonSchemaViolation, Message: "x"}}}, RequestID: "r", Attempts: 1}},
 	{"error", meta{Verdict: validator.Verdict{Verdict: validator.Fail, Error: "bad <case> & \"line\""}, RequestID: "r"}},
@@ -58,12 +60,17 @@ func TestWithMetaSplicesVerdict(t *testing.T) {
 func FuzzAppendMeta(f *testing.F) {
 	for _, c := range metaCases {
 		v := c.m.Verdict
-		f.Add(v.ID, string(v.Verdict), int(v.Risk), string(v.Reason), string(v.Action), len(v.Findings), v.Error, c.m.RequestID, c.m.Attempts, c.m.Repaired)
+		f.Add(v.ID, string(v.Verdict), int(v.Risk), string(v.Reason), string(v.Action), len(v.Findings), v.Error, c.m.RequestID, c.m.Attempts, repairedText(c.m.Repaired))
 	}
-	f.Fuzz(func(t *testing.T, id, verdict string, risk int, reason, action string, findings int, errText, reqID string, attempts int, repaired bool) {
+	f.Fuzz(func(t *testing.T, id, verdict string, risk int, reason, action string, findings int, errText, reqID string, attempts int, repaired string) {
 		m := &meta{Verdict: validator.Verdict{ID: id, Verdict: validator.Outcome(verdict), Risk: validator.Risk(risk),
 			Reason: validator.Reason(reason), Action: validator.Action(action), Error: errText},
-			RequestID: reqID, Attempts: attempts, Repaired: repaired}
+			RequestID: reqID, Attempts: attempts}
+		if repaired != "" {
+			for _, r := range strings.Split(repaired, ",") {
+				m.Repaired = append(m.Repaired, validator.Reason(r))
+			}
+		}
 		if findings > 0 {
 			m.Findings = make([]validator.Finding, findings%3)
 		} else if findings == 0 {
@@ -71,4 +78,12 @@ func FuzzAppendMeta(f *testing.F) {
 		}
 		checkAppendMeta(t, m)
 	})
+}
+
+func repairedText(rs []validator.Reason) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = string(r)
+	}
+	return strings.Join(s, ",")
 }

@@ -19,7 +19,7 @@ import (
 func (x *exchange) meta(v validator.Verdict) *meta {
 	v.ID = x.id
 	v.Findings = x.g.scrubFindings(append(v.Findings[:len(v.Findings):len(v.Findings)], x.tally.notes...))
-	return &meta{Verdict: v, RequestID: x.id, Attempts: x.tally.attempts, Repaired: x.tally.repaired && v.Verdict == validator.Pass}
+	return &meta{Verdict: v, RequestID: x.id, Attempts: x.tally.attempts, Repaired: x.repairedReasons(v)}
 }
 
 // pass ends a request whose attempt passed.

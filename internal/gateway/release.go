@@ -268,7 +268,7 @@ func (r *releaser) writeStreamHeader() {
 	}
 	h := r.client.Header()
 	r.wire.streamHeader(h)
-	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts}, ", "))
+	h.Set("Trailer", strings.Join([]string{HeaderVerdict, HeaderReason, HeaderAttempts, HeaderRepaired}, ", "))
 	r.client.WriteHeader(http.StatusOK)
 	r.wroteHeader = true
 }

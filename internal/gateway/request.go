@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -119,8 +120,10 @@ type meta struct {
 	RequestID string `json:"request_id"`
 	// Attempts is how many upstream attempts were made (1 = no retry).
 	Attempts int `json:"attempts"`
-	// Repaired is true when a hidden retry produced the released answer.
-	Repaired bool `json:"repaired,omitempty"`
+	// Repaired names the reasons of the failures a repair (a hidden retry
+	// or a local fix) mended before the answer passed; empty when the
+	// first attempt passed as it was.
+	Repaired []validator.Reason `json:"repaired,omitempty"`
 }
 
 // Response headers carrying the verdict. For streams they are HTTP
@@ -131,6 +134,8 @@ const (
 	HeaderReason    = "X-Aegis-Reason"
 	HeaderAttempts  = "X-Aegis-Attempts"
 	HeaderRequestID = "X-Aegis-Request-Id"
+	// HeaderRepaired lists the repaired reasons, comma-separated.
+	HeaderRepaired = "X-Aegis-Repaired"
 )
 
 func setVerdictHeaders(h http.Header, m *meta) {
@@ -139,6 +144,13 @@ func setVerdictHeaders(h http.Header, m *meta) {
 		h.Set(HeaderReason, string(m.Reason))
 	}
 	h.Set(HeaderAttempts, strconv.Itoa(m.Attempts))
+	if len(m.Repaired) > 0 {
+		rs := make([]string, len(m.Repaired))
+		for i, r := range m.Repaired {
+			rs[i] = string(r)
+		}
+		h.Set(HeaderRepaired, strings.Join(rs, ","))
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

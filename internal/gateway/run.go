@@ -45,7 +45,7 @@ func (x *exchange) run() {
 		ev = x.event(events.Retry)
 		ev.Verdict, ev.Text = &v, x.eventText()
 		x.publish(x.timed(ev))
-		x.tally.repaired = true
+		x.noteRepair(v.Reason)
 		body = x.corrected(v)
 	}
 }

@@ -151,7 +151,7 @@ func TestTestbedJSONRepair(t *testing.T) {
 	s := readStream(t, post(t, srv.URL+"/v1/chat/completions", body), false)
 	var m meta
 	json.Unmarshal(s.last["aegis"], &m)
-	if !json.Valid([]byte(s.content)) || m.Attempts < 2 || !m.Repaired {
+	if !json.Valid([]byte(s.content)) || m.Attempts < 2 || len(m.Repaired) == 0 {
 		t.Fatalf("content %q meta %+v", s.content, m)
 	}
 	t.Logf("repaired in %d attempts: %q", m.Attempts, s.content)
@@ -242,7 +242,7 @@ func TestTestbedOllamaRetry(t *testing.T) {
 				t.Logf("halted after %d attempts: %s", m.Attempts, code)
 			} else {
 				json.Unmarshal(s.last["aegis"], &m)
-				if !m.Repaired || !json.Valid([]byte(s.content)) {
+				if len(m.Repaired) == 0 || !json.Valid([]byte(s.content)) {
 					t.Fatalf("neither repaired nor halted: content %q meta %+v", s.content, m)
 				}
 				t.Logf("repaired in %d attempts: %q", m.Attempts, s.content)
