@@ -93,7 +93,7 @@ const words = (s) => (s || "").trim().length > 0;
   await check(C, "repair", async () => {
     const r = await c.chat.completions.create({ model: chatModel, messages: [{ role: "user", content: REPAIR }], max_tokens: 120, temperature: 0 });
     JSON.parse(r.choices[0].message.content);
-    return r.aegis?.repaired === true ? true : JSON.stringify(r.aegis);
+    return Array.isArray(r.aegis?.repaired) && r.aegis.repaired.length > 0 ? true : JSON.stringify(r.aegis);
   });
   f.calls = 0;
   await check(C, "halt: 1 request", () => expectHalt(f, "aegis_length_exceeded", () =>
