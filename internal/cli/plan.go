@@ -181,6 +181,11 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 		ctxTokens = m.ContextLength
 	}
 	cells := ctxTokens * f.parallel
+	asked := ""
+	if placement.KVTypeRefused(kvType.String(), m.HeadDimK) {
+		// Plan (and print) what llama-server accepts; the advice says why.
+		asked, kvType = kvType.String(), gguf.KVF16
+	}
 	kv := m.KVBytes(cells, kvType)
 	compute := m.ComputeBytes(cells)
 	siblings, err := gguf.MTPSibling(args[0])
@@ -205,7 +210,7 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 		}
 	}
 	req := placement.Request{Model: pm, Devices: devs, Ctx: ctxTokens, Parallel: f.parallel, KVType: kvType.String(),
-		KVBytes: kv, ComputeBytes: compute, Server: f.server}
+		AskedKVType: asked, KVBytes: kv, ComputeBytes: compute, Server: f.server}
 	if f.guard != "" {
 		g, err := guardFor(f.guard, f.guardCtx)
 		if err != nil {

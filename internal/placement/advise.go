@@ -222,8 +222,16 @@ func flagRules(p *Plan, r Request, dgpus, igpus []devices.Device) {
 			Text:  fmt.Sprintf("A %s KV cache needs flash attention: pass -fa on.", r.KVType),
 			Flags: []string{"-fa on"}})
 	}
-	if (r.KVType == "q8_0" || r.KVType == "q4_0") && m.HeadDimK > 0 && m.HeadDimK%32 != 0 {
-		// The K block must divide the head dimension (FindingQuantKVBlock).
+	switch {
+	case r.AskedKVType != "":
+		// The K block must divide the head dimension (FindingQuantKVBlock);
+		// the plan was made for the f16 cache llama-server accepts.
+		p.add(Recommendation{ID: "kv-type-head-dim", Severity: Warning, Finding: FindingQuantKVBlock,
+			Text: fmt.Sprintf("llama-server refuses a %s KV cache for this model: the head dimension %d is not a "+
+				"multiple of the 32-element block. This plan and its command use an f16 cache instead.", r.AskedKVType, m.HeadDimK),
+			Flags: []string{"-ctk " + r.AskedKVType, "-ctv " + r.AskedKVType}})
+	case KVTypeRefused(r.KVType, m.HeadDimK):
+		// A caller that did not fall back: say the command will not run.
 		p.add(Recommendation{ID: "kv-type-head-dim", Severity: Error, Finding: FindingQuantKVBlock,
 			Text: fmt.Sprintf("llama-server will refuse a %s KV cache for this model: the head dimension %d is not a "+
 				"multiple of the 32-element block. Use -ctk f16 -ctv f16.", r.KVType, m.HeadDimK),
@@ -473,4 +481,11 @@ func shellJoin(args []string) string {
 		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
+}
+
+// KVTypeRefused reports whether llama-server refuses a KV cache of type
+// kvType for a model whose K head dimension is headDimK: a quantized
+// cache's 32-element block must divide it (FindingQuantKVBlock).
+func KVTypeRefused(kvType string, headDimK uint64) bool {
+	return (kvType == "q8_0" || kvType == "q4_0") && headDimK > 0 && headDimK%32 != 0
 }

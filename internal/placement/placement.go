@@ -108,11 +108,15 @@ type Guard struct {
 
 // Request is one placement question.
 type Request struct {
-	Model        Model
-	Devices      []devices.Device
-	Ctx          uint64 // per slot
-	Parallel     uint64
-	KVType       string // f16, q8_0, q4_0
+	Model    Model
+	Devices  []devices.Device
+	Ctx      uint64 // per slot
+	Parallel uint64
+	KVType   string // f16, q8_0, q4_0: the cache the plan and its command use
+	// AskedKVType is the cache type asked for when llama-server refuses it
+	// for this model (see KVTypeRefused) and KVType is the f16 used
+	// instead; empty otherwise.
+	AskedKVType  string
 	KVBytes      uint64 // KV cache for Ctx x Parallel cells
 	ComputeBytes uint64 // compute buffer estimate
 	Guard        *Guard
