@@ -64,7 +64,8 @@ func TestPlanMemoryMatchesLlamaServer(t *testing.T) {
 
 // TestPlanQuantKVRefusal checks the kv-type-head-dim rule against the real
 // server: plan says a q8_0 cache will be refused for stories260K (head dim
-// 8), and llama-server indeed fails to load it.
+// 8), llama-server indeed fails to load it, and the command plan prints
+// instead loads.
 func TestPlanQuantKVRefusal(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
 	path := filepath.Join(testbed.Shared(t, "models"), "stories260K.gguf")
@@ -74,13 +75,14 @@ func TestPlanQuantKVRefusal(t *testing.T) {
 	}
 	var rep struct {
 		Recommendations []struct{ ID, Severity string } `json:"recommendations"`
+		CommandLine     string                          `json:"command_line"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
 	found := false
 	for _, r := range rep.Recommendations {
-		found = found || (r.ID == "kv-type-head-dim" && r.Severity == "error")
+		found = found || (r.ID == "kv-type-head-dim" && r.Severity == "warning")
 	}
 	if !found {
 		t.Fatalf("plan did not flag the q8_0 KV cache: %s", out)
@@ -94,6 +96,15 @@ func TestPlanQuantKVRefusal(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "exited while loading") || !strings.Contains(err.Error(), "does not divide") {
 		t.Fatalf("llama-server failed for another reason: %v", err)
+	}
+	// The printed command is one llama-server runs.
+	args := strings.Fields(rep.CommandLine)
+	if len(args) < 3 || args[1] != "-m" || args[2] != path {
+		t.Fatalf("unexpected command line %q", rep.CommandLine)
+	}
+	printed := sweep.Set{Name: "printed", Flags: append(args[3:], "-t", "1")}
+	if _, err := sweep.RunServer(ctx, sweep.Engine{Path: env.LlamaServer}, path, printed, sweep.ServerOptions{Prompt: "Once"}); err != nil {
+		t.Fatalf("llama-server refused the printed command %q: %v", rep.CommandLine, err)
 	}
 }
 

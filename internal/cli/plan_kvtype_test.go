@@ -23,9 +23,9 @@ func TestPlanKVTypeRefusedCommandRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := func(kv string) (rep struct {
-		KVType      string  `json:"kv_type"`
-		KVPerToken  float64 `json:"kv_bytes_per_token"`
-		CommandLine string  `json:"command_line"`
+		KVType      string                                `json:"kv_type"`
+		KVPerToken  float64                               `json:"kv_bytes_per_token"`
+		CommandLine string                                `json:"command_line"`
 		Recs        []struct{ ID, Severity, Text string } `json:"recommendations"`
 	}) {
 		out, errOut, code := runCLI(t, "plan", path, "--kv-type", kv, "--device", "CPU:8GiB", "--json")
