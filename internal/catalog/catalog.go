@@ -51,7 +51,11 @@ type Entry struct {
 	Quant        string  `json:"recommended_quant"`
 	FileBytes    uint64  `json:"file_bytes"`
 	Runtime      Runtime `json:"runtime"`
-	Note         string  `json:"note,omitempty"`
+	// Protocol is the guard_llm protocol the model was trained on
+	// (llama-guard, qwen3guard, granite-guardian, shieldgemma); empty for
+	// general instruct models, which are asked with verdict-json.
+	Protocol string `json:"protocol,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 const (
@@ -111,7 +115,41 @@ var Entries = sortBySize([]Entry{
 		// about 0.9 GB (approximate).
 		Source: "meta-llama/Llama-Guard-3-1B (model card, config.json; GGUF size approximate)",
 		Params: 1.5e9, Architecture: "llama", Layers: 16, Heads: 32, HeadsKV: 8, HeadDim: 64, Vocab: 128256, Ctx: 131072,
-		Quant: "Q4_K_M", FileBytes: 900 * mb, Runtime: LlamaServer,
+		Quant: "Q4_K_M", FileBytes: 900 * mb, Runtime: LlamaServer, Protocol: "llama-guard",
+	},
+	{
+		ID: "qwen3guard-gen-0.6b", Name: "Qwen3Guard-Gen-0.6B",
+		// Qwen/Qwen3Guard-Gen-0.6B model card (the generative Qwen3Guard,
+		// built on Qwen3-0.6B: 0.6B parameters, about 0.75B with the
+		// embeddings; config.json: hidden 1024, 28 layers, 16 heads, 8 KV
+		// heads, head dim 128, vocab 151936, 32k context). The Qwen3-0.6B
+		// F16 GGUF is about 1.5 GB, so Q4_K_M is about 0.48 GB (approximate).
+		Source: "Qwen/Qwen3Guard-Gen-0.6B (model card, config.json; GGUF size approximate)",
+		Params: 0.75e9, Architecture: "qwen3", Layers: 28, Heads: 16, HeadsKV: 8, HeadDim: 128, Vocab: 151936, Ctx: 32768,
+		Quant: "Q4_K_M", FileBytes: 484 * mb, Runtime: LlamaServer, Protocol: "qwen3guard",
+		Note: "three-level answer (Safe / Controversial / Unsafe) with categories; the Stream variant has classifier heads llama.cpp does not run",
+	},
+	{
+		ID: "granite-guardian-3.0-2b", Name: "granite-guardian-3.0-2b",
+		// ibm-granite/granite-guardian-3.0-2b model card (built on
+		// granite-3.0-2b-instruct; config.json: hidden 2048, 40 layers, 32
+		// heads, 8 KV heads, head dim 64, vocab 49155, 4k context); the
+		// public Q4_K_M GGUF conversions are 1.55 GB.
+		Source: "ibm-granite/granite-guardian-3.0-2b (model card, config.json; granite-guardian-3.0-2b-GGUF Q4_K_M)",
+		Params: 2.5e9, Architecture: "granite", Layers: 40, Heads: 32, HeadsKV: 8, HeadDim: 64, Vocab: 49155, Ctx: 4096,
+		Quant: "Q4_K_M", FileBytes: 1550 * mb, Runtime: LlamaServer, Protocol: "granite-guardian",
+		Note: "answers Yes / No for one named risk (harm, jailbreak, ...) per call",
+	},
+	{
+		ID: "shieldgemma-2b", Name: "shieldgemma-2b",
+		// google/shieldgemma-2b model card (built on Gemma 2 2B; config.json
+		// as gemma-2-2b: hidden 2304, 26 layers, 8 heads, 4 KV heads, head
+		// dim 256, vocab 256000, 8k context); Q4_K_M about 1.7 GB like
+		// gemma-2-2b (approximate).
+		Source: "google/shieldgemma-2b (model card, config.json; GGUF size approximate)",
+		Params: 2.61e9, Architecture: "gemma2", Layers: 26, Heads: 8, HeadsKV: 4, HeadDim: 256, Vocab: 256000, Ctx: 8192,
+		Quant: "Q4_K_M", FileBytes: 1710 * mb, Runtime: LlamaServer, Protocol: "shieldgemma",
+		Note: "answers Yes / No against one written policy (dangerous, harassment, hate, sexual) per call",
 	},
 	{
 		ID: "prompt-guard-2-86m", Name: "Llama-Prompt-Guard-2-86M",

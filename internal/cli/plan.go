@@ -307,14 +307,22 @@ func writePlan(w io.Writer, r *planReport) {
 		}
 		fmt.Fprintf(w, "guard models in %s at %d tokens of context:\n", humanize.IBytes(r.GuardBudget), r.GuardBudgetCtx)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  model\tparams\tquant\tfile\tmemory\tfits\truntime")
+		fmt.Fprintln(tw, "  model\tparams\tquant\tfile\tmemory\tfits\truntime\tguard_llm protocol")
 		for _, g := range r.GuardBudgetFits {
 			fits := "no"
 			if g.Fits {
 				fits = "yes"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, humanize.SIWithDigits(g.Params, 2, ""), g.Quant,
-				humanize.Bytes(g.FileBytes), humanize.IBytes(g.MemoryBytes), fits, g.Runtime)
+			proto := g.Protocol
+			switch {
+			case proto != "":
+			case g.Runtime == catalog.Classifier:
+				proto = "-"
+			default:
+				proto = "verdict-json"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, humanize.SIWithDigits(g.Params, 2, ""), g.Quant,
+				humanize.Bytes(g.FileBytes), humanize.IBytes(g.MemoryBytes), fits, g.Runtime, proto)
 		}
 		tw.Flush()
 	}
