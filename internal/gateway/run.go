@@ -34,7 +34,7 @@ func (x *exchange) run() {
 			x.refused(res)
 			return
 		}
-		v := res.verdict
+		v := x.explainCutShort(res.verdict)
 		ev := x.event(events.Verdict)
 		ev.Verdict, ev.Text = &v, x.eventText()
 		x.publish(ev)
@@ -53,7 +53,9 @@ func (x *exchange) run() {
 // retryable reports whether a failed attempt gets another one (the
 // policy's Next decides), and for a stall, picks the upstream for it.
 func (x *exchange) retryable(v validator.Verdict) bool {
-	switch x.g.policy().Next(v, x.sofar(true)) {
+	s := x.sofar(true)
+	s.CutShort = x.cutShort(v)
+	switch x.g.policy().Next(v, s) {
 	case policy.Halt:
 		return false
 	case policy.Probe:

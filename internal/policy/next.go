@@ -49,6 +49,10 @@ type SoFar struct {
 	// Capped: the response passed the gateway's memory cap; a retry
 	// would only produce as much again.
 	Capped bool
+	// CutShort: the output failed only because the upstream stopped at
+	// the client's own max_tokens (finish_reason "length"); a retry has
+	// the same budget and stops the same way.
+	CutShort bool
 }
 
 // Next decides what follows an attempt whose verdict (made by Decide) is
@@ -60,8 +64,9 @@ type SoFar struct {
 //     is first repaired locally when nothing was sent and no tool call is
 //     involved (a cut-off answer is the repair's own refusal).
 //   - A verdict whose action is not a retry halts; so does one past the
-//     attempts cap, past the memory cap, or after the client saw text a
-//     check rejected (optimistic release): no repair can hide it.
+//     attempts cap, past the memory cap, one on output the client's own
+//     max_tokens cut short, or after the client saw text a check rejected
+//     (optimistic release): no repair can hide it.
 //   - A first stall probes the upstream; a second halts.
 func (p *Policy) Next(v validator.Verdict, s SoFar) Move {
 	switch {
@@ -69,7 +74,7 @@ func (p *Policy) Next(v validator.Verdict, s SoFar) Move {
 		return Release
 	case !s.FixTried && !s.Sent && !s.ToolCalls && fixable(v) && p.Rule(v.Reason).Action.IsRetry():
 		return FixSyntax
-	case !v.Action.IsRetry(), s.Attempts >= s.MaxAttempts, s.Capped:
+	case !v.Action.IsRetry(), s.Attempts >= s.MaxAttempts, s.Capped, s.CutShort:
 		return Halt
 	case s.Optimistic && s.Sent:
 		return Halt

@@ -34,6 +34,7 @@ func TestNext(t *testing.T) {
 		{"no local repair of tool calls", broken, with(func(s *SoFar) { s.ToolCalls = true }), Retry},
 		{"no local repair without the hint", unhinted, first, Retry},
 		{"attempts spent", loop, with(func(s *SoFar) { s.Attempts = 4 }), Halt},
+		{"cut short by max_tokens", unhinted, with(func(s *SoFar) { s.CutShort = true }), Halt},
 		{"optimistic text out", loop, with(func(s *SoFar) { s.Optimistic, s.Sent = true, true }), Halt},
 		{"optimistic, nothing out yet", loop, with(func(s *SoFar) { s.Optimistic = true }), Retry},
 		{"late guard fail after optimistic release", v(validator.ReasonUnsafeContent, validator.ActionHalt), with(func(s *SoFar) { s.Optimistic, s.Sent = true, true }), Halt},
