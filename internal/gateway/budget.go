@@ -38,6 +38,7 @@ func (x *exchange) adjustUsage() {
 		changed := false
 		if u := m.object("usage"); len(m["usage"]) > 0 && string(m["usage"]) != "null" {
 			if moveCount(u, "prompt_tokens", "completion_tokens", x.out.carried) {
+				capCached(u)
 				m.set("usage", u)
 				changed = true
 			}
@@ -61,4 +62,19 @@ func moveCount(o rawBody, from, to string, n int) bool {
 	o.set(from, max(a-n, 0))
 	o.set(to, b+n)
 	return true
+}
+
+// capCached keeps usage.prompt_tokens_details.cached_tokens within
+// prompt_tokens once the carried tokens left the prompt count: the
+// upstream cached the prefill too, which the client counts as completion.
+func capCached(u rawBody) {
+	var prompt, cached int
+	d := u.object("prompt_tokens_details")
+	if json.Unmarshal(u["prompt_tokens"], &prompt) != nil || d == nil || json.Unmarshal(d["cached_tokens"], &cached) != nil {
+		return
+	}
+	if cached > prompt {
+		d.set("cached_tokens", prompt)
+		u.set("prompt_tokens_details", d)
+	}
 }

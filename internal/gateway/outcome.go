@@ -98,7 +98,7 @@ func (x *exchange) halt(v validator.Verdict) {
 	status := HaltStatus(v.Reason, v.Action)
 	ev := x.event(events.Halt)
 	ev.Verdict, ev.Text = &m.Verdict, x.eventText()
-	x.publish(ev)
+	x.publish(x.incidentTimed(ev))
 	switch {
 	case !x.req.stream || !x.out.wroteHeader && x.tally.attempts == 0:
 		x.writeError(status, e, m, true)

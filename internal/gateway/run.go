@@ -42,9 +42,10 @@ func (x *exchange) run() {
 			x.halt(v)
 			return
 		}
+		rv := retriedAs(v)
 		ev = x.event(events.Retry)
-		ev.Verdict, ev.Text = &v, x.eventText()
-		x.publish(x.timed(ev))
+		ev.Verdict, ev.Text = &rv, x.eventText()
+		x.publish(x.incidentTimed(ev))
 		x.noteRepair(v.Reason)
 		body = x.corrected(v)
 	}
