@@ -234,6 +234,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return err
 	}
 	defer obs.Close()
+	defer publishGuardCalls(obs.Bus)()
 	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
 		Policy: pol, InputCheck: countedInput(obs.Bus, inputCheck)}

@@ -151,7 +151,8 @@ func guardExtra(sup *supervisor.Supervisor, gc guardServerConfig, log *slog.Logg
 		if url == "" {
 			return []validator.Validator{validator.Unavailable("guard_llm", "the guard server is not serving", req)}
 		}
-		return []validator.Validator{guardLLM(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, Deadline: gc.Deadline}, req, log)}
+		return []validator.Validator{guardLLM(llm.Config{URL: url, Kind: "llama-server", Task: gc.Task, Deadline: gc.Deadline,
+			Device: sup.Device().Label()}, req, log)} // its calls count under the device its status shows
 	}
 }
 

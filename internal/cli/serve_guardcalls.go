@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -33,4 +34,20 @@ func countedInput(bus *events.Bus, check func(context.Context, *validator.Reques
 		bus.Publish(e)
 		return v
 	}
+}
+
+// publishGuardCalls publishes every guard model call of this process (a
+// guard_llm check on a guard server, the supervised --guard-model server,
+// guard workers over NATS) on bus as a guard call, like countedInput's:
+// labelled by the device or server that answered. It returns the function
+// that stops it.
+func publishGuardCalls(bus *events.Bus) (stop func()) {
+	return llm.ObserveCalls(func(c llm.Call) {
+		e := events.Event{Kind: events.Verdict, RequestID: c.RequestID, Attempt: c.Attempt, GuardDevice: c.Device,
+			Duration: c.Duration, Verdict: c.Verdict}
+		if c.Err != nil {
+			e.Error = c.Err.Error()
+		}
+		bus.Publish(e)
+	})
 }

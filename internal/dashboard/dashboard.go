@@ -99,9 +99,12 @@ type Totals struct {
 	InFlight int              `json:"in_flight"`
 }
 
-// Guard is what the page shows for one guard device.
+// Guard is what the page shows for one guard device: its own state and,
+// when its supervisor serves from it as the fallback (the preferred
+// device is down), Fallback.
 type Guard struct {
 	State    string    `json:"state,omitempty"`
+	Fallback bool      `json:"fallback,omitempty"`
 	Child    string    `json:"child,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Since    time.Time `json:"since,omitzero"`
@@ -282,17 +285,7 @@ func (d *Dashboard) Observe(e events.Event) {
 			d.fail(e.RequestID, string(e.Verdict.Reason))
 		}
 	case events.GuardStatus:
-		// Keyed by device; a supervisor with no device serving (all
-		// failed: deterministic-only) shows under its own name.
-		key := e.GuardDevice
-		if key == "" {
-			key = e.Upstream
-		}
-		if key != "" {
-			g := d.guard(key)
-			g.State, g.Child, g.Error, g.Since = e.GuardState, e.Upstream, e.Error, e.Time
-			guardsChanged = true
-		}
+		guardsChanged = d.guardStatus(e)
 	}
 	if len(d.inFlight) > 100_000 { // finish events lost; do not grow forever
 		clear(d.inFlight)
@@ -307,6 +300,55 @@ func (d *Dashboard) Observe(e events.Event) {
 	if guardsChanged {
 		d.broadcast("guards", d.guards)
 	}
+}
+
+// guardStatus applies a supervisor's GuardStatus event (see package
+// supervisor): a device's own state; the supervisor's state with no device
+// serving (starting, restarting, deterministic-only), shown under the
+// supervisor's name until a device reports again; or its "fallback" state
+// naming the device it serves from, a mark on that device's row (the
+// device's own state stays), cleared when another of its devices is ready.
+// Called with d.mu held.
+func (d *Dashboard) guardStatus(e events.Event) bool {
+	switch {
+	case e.GuardDevice == "" && e.Upstream == "":
+		return false
+	case e.GuardDevice == "":
+		g := d.guard(e.Upstream)
+		g.State, g.Child, g.Error, g.Since = e.GuardState, e.Upstream, e.Error, e.Time
+		return true
+	}
+	if e.Upstream != "" {
+		delete(d.guards, e.Upstream) // a device reports: the no-device row is over
+	}
+	g := d.guard(e.GuardDevice)
+	g.Child = cmpOr(e.Upstream, g.Child)
+	if e.GuardState == "fallback" {
+		g.Fallback = true
+		if g.State == "" {
+			g.State = "ready" // it serves
+		}
+		return true
+	}
+	if g.State != e.GuardState || e.Error != "" {
+		g.State, g.Error, g.Since = e.GuardState, e.Error, e.Time
+	}
+	g.Fallback = g.Fallback && e.GuardState == "ready"
+	if e.GuardState == "ready" {
+		for dev, o := range d.guards {
+			if dev != e.GuardDevice && o.Child == g.Child {
+				o.Fallback = false // the preferred device serves again
+			}
+		}
+	}
+	return true
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 func (d *Dashboard) guard(device string) *Guard {

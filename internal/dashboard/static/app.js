@@ -134,7 +134,9 @@ function setGuards(g) {
     if (s.last_ns) info.push("last " + fmtMs(ms(s.last_ns)));
     if (s.failures) info.push(s.failures + " failed");
     const right = el("span");
-    right.append(el("span", "reason", info.join(" · ") + "  "), el("span", "state s-" + (s.state || "unknown"), s.state || "unknown"));
+    const state = s.state || "unknown";
+    right.append(el("span", "reason", info.join(" · ") + "  "), el("span", "state s-" + state, state));
+    if (s.fallback) right.append(el("span", "state s-fallback", "serving as fallback"));
     if (s.error) right.title = s.error;
     li.append(left, right);
     return li;

@@ -62,6 +62,10 @@ type Config struct {
 	// model. With URL also set, that server answers while NATS is
 	// unreachable.
 	NATS string `json:"nats" yaml:"nats"`
+	// Device labels the calls in metrics and the dashboard (see Call);
+	// set by aegis serve for the guard server it supervises, never read
+	// from a policy.
+	Device string `json:"-" yaml:"-"`
 }
 
 // Register adds the check to r.
@@ -316,7 +320,11 @@ func (g *Guard) startLocked(final bool) {
 	go func() {
 		defer g.wg.Done()
 		defer cancel()
+		t0 := time.Now()
 		res, err := g.call(ctx, c, text)
+		if !c.prefill {
+			g.observe(res, err, time.Since(t0))
+		}
 		g.finish(c, res, err)
 	}()
 }
@@ -545,3 +553,13 @@ var (
 	_ validator.Ticker     = (*Guard)(nil)
 	_ validator.Background = (*Guard)(nil)
 )
+
+// observe tells the call observers (ObserveCalls) of one verdict call.
+func (g *Guard) observe(res *Result, err error, d time.Duration) {
+	c := Call{Device: deviceLabel(g.cfg), RequestID: g.requestID, Attempt: g.attempt, Duration: d, Err: err}
+	if err == nil && res != nil && res.Verdict != nil {
+		v := *res.Verdict
+		c.Verdict = &v
+	}
+	observeCall(c)
+}
