@@ -35,8 +35,9 @@ newest first, with the request id, upstream, reason, action and findings.
 The log is the SQLite file aegis serve writes (--incidents-db, the same flag for both). By default
 both use $AEGIS_INCIDENTS, else $XDG_STATE_HOME/aegis/incidents.db
 (~/.local/state/aegis/incidents.db), so they find each other from any directory.
-Several gateways share one log in PostgreSQL: give the same postgres:// URL to both
-(--gateway then keeps one gateway's incidents).
+Every incident names the gateway that recorded it (its --name, else host-port), so several
+gateways can share one log: local gateways on the default file, or a fleet in PostgreSQL (give
+the same postgres:// URL to each). --gateway keeps one gateway's incidents.
 
 'aegis incidents show ID' prints one incident with its failing spans marked.`,
 			Example: `  aegis incidents --since 1h
@@ -64,9 +65,6 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 					f.Kind = store.Kind(kind)
 				default:
 					return usagef("unknown kind %q (want retry, halt or block)", kind)
-				}
-				if gw != "" && !store.IsPostgres(db) {
-					return usagef("--gateway needs a shared PostgreSQL log (--incidents-db postgres://...)")
 				}
 				st, err := openIncidents(db)
 				if err != nil {
@@ -97,7 +95,7 @@ Several gateways share one log in PostgreSQL: give the same postgres:// URL to b
 		fl.StringVar(&db, "incidents-db", "", "incident log file or postgres:// URL, as for aegis serve (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db)")
 		fl.StringVar(&db, "db", "", "the former name of --incidents-db")
 		fl.MarkHidden("db")
-		cmd.Flags().StringVar(&gw, "gateway", "", "only incidents recorded by this gateway (PostgreSQL log)")
+		cmd.Flags().StringVar(&gw, "gateway", "", "only incidents recorded by this gateway (its --name, else host-port)")
 		cmd.Flags().StringVar(&since, "since", "", "only incidents newer than a duration (30m, 1h, 7d) or an RFC 3339 time")
 		cmd.Flags().StringVar(&reason, "reason", "", "only incidents with this reason code (repetition_loop, invalid_json, ...)")
 		cmd.Flags().StringVar(&kind, "kind", "", "only one kind of incident: retry, halt or block")
@@ -223,6 +221,9 @@ func writeIncident(w io.Writer, inc store.Incident, ansi bool) {
 		fmt.Fprintf(tw, "request\t%s (attempt %d)\n", inc.RequestID, inc.Attempt)
 	} else {
 		fmt.Fprintf(tw, "request\t%s\n", inc.RequestID)
+	}
+	if inc.Gateway != "" {
+		fmt.Fprintf(tw, "gateway\t%s\n", inc.Gateway)
 	}
 	fmt.Fprintf(tw, "route\t%s\n", dash(inc.Route))
 	fmt.Fprintf(tw, "upstream\t%s\n", dash(inc.Upstream))

@@ -25,7 +25,7 @@ func writeIncidents(t *testing.T) string {
 	}
 	now := time.Now()
 	incs := []store.Incident{
-		{Time: now.Add(-3 * time.Hour), Kind: store.KindRetry, RequestID: "req-old", Upstream: "llama", Model: "stories",
+		{Time: now.Add(-3 * time.Hour), Kind: store.KindRetry, RequestID: "req-old", Upstream: "llama", Model: "stories", Gateway: "box-8081",
 			Reason: validator.ReasonInvalidJSON, Action: validator.ActionRetryStricterFormat, Risk: validator.RiskLow,
 			Findings: []validator.Finding{{Check: "json_syntax", Reason: validator.ReasonInvalidJSON, Start: 7, End: 8, Message: "unexpected 'x'"}}},
 		{Time: now.Add(-10 * time.Minute), Kind: store.KindHalt, RequestID: "req-loop", Route: "/v1/chat/completions",
@@ -60,6 +60,7 @@ func TestIncidentsList(t *testing.T) {
 		{name: "since days", args: []string{"--db", db, "--since", "1d"}, want: []string{"req-loop", "req-old"}},
 		{name: "reason", args: []string{"--db", db, "--reason", "invalid_json"}, want: []string{"req-old"}, notWant: []string{"req-loop"}},
 		{name: "kind", args: []string{"--db", db, "--kind", "halt"}, want: []string{"req-loop"}, notWant: []string{"req-old"}},
+		{name: "gateway on a local log", args: []string{"--db", db, "--gateway", "box-8081"}, want: []string{"req-old"}, notWant: []string{"req-loop"}},
 		{name: "nothing matches", args: []string{"--db", db, "--reason", "stall"}, want: []string{"no incidents in"}},
 		{name: "unknown reason", args: []string{"--db", db, "--reason", "oops"}, wantCode: ExitUsage, wantErr: "unknown reason"},
 		{name: "bad since", args: []string{"--db", db, "--since", "yesterday"}, wantCode: ExitUsage, wantErr: "--since"},

@@ -79,6 +79,7 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 		registerIncidentBuffer(o.Metrics.Registry(), pg)
 	}
 	o.Dashboard = dashboard.New(o.Bus, st)
+	o.Dashboard.Gateway = ic.gateway
 	rec := store.NewRecorder(st, o.Bus)
 	rec.Logger = log
 	rec.OnAdd = o.Dashboard.IncidentAdded

@@ -67,6 +67,11 @@ type Dashboard struct {
 	// totals, guard workers) for GET /ui/api/fleet and the page's fleet
 	// panel; nil answers {"enabled": false} there (a gateway on its own).
 	Fleet func() any
+	// Gateway is the name this gateway records its incidents under.
+	// Several gateways may share one incident log; the incident panel
+	// lists this one's unless asked for ?gateway=* (every gateway's) or
+	// another name.
+	Gateway string
 
 	incidents Incidents
 	sub       *events.Subscription
@@ -523,9 +528,17 @@ func (d *Dashboard) serveIncidents(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Reason = validator.Reason(s)
 	}
+	switch gw := r.URL.Query().Get("gateway"); gw {
+	case "":
+		f.Gateway = d.Gateway
+	case "*":
+	default:
+		f.Gateway = gw
+	}
 	out := struct {
+		Gateway   string         `json:"gateway,omitempty"` // this gateway's name
 		Incidents []incidentView `json:"incidents"`
-	}{Incidents: []incidentView{}}
+	}{Gateway: d.Gateway, Incidents: []incidentView{}}
 	if d.incidents != nil {
 		list, err := d.incidents.List(r.Context(), f)
 		if err != nil && !errors.Is(err, context.Canceled) {

@@ -388,12 +388,12 @@ func (p *Postgres) List(ctx context.Context, f Filter) ([]Incident, error) {
 }
 
 const pgColumns = `id, time_ns, kind, request_id, route, upstream, model, attempt, reason, action, risk, findings::text,
-	ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text, uid, gateway`
+	ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text, gateway, uid`
 
 func scanPG(r pgx.Row) (Incident, error) {
-	var uid, gw string
-	inc, err := scan(extra{r, []any{&uid, &gw}})
-	inc.UID, inc.Gateway = uid, gw
+	var uid string
+	inc, err := scan(extra{r, []any{&uid}})
+	inc.UID = uid
 	return inc, err
 }
 

@@ -62,8 +62,8 @@ type Timings struct {
 type Incident struct {
 	ID int64 `json:"id"`
 	// UID is a random key set when the incident is first written to
-	// PostgreSQL, so a retried write is stored once; Gateway names the
-	// gateway that recorded it. The SQLite log keeps neither.
+	// PostgreSQL, so a retried write is stored once (the SQLite log keeps
+	// none); Gateway names the gateway that recorded it.
 	UID       string    `json:"uid,omitempty"`
 	Gateway   string    `json:"gateway,omitempty"`
 	Time      time.Time `json:"time"`
@@ -96,7 +96,7 @@ type Options struct {
 	// Now is the clock used for retention; nil means time.Now.
 	Now func() time.Time
 
-	// PostgreSQL only: Gateway is written with every incident; Buffer
+	// Gateway is written with every incident. PostgreSQL only: Buffer
 	// bounds the incidents kept in memory while the database is
 	// unreachable (0 means DefaultBuffer); Logger receives buffering and
 	// loss messages (nil means slog.Default()).
@@ -179,6 +179,10 @@ var migrations = []string{
 	);
 	CREATE INDEX incidents_time ON incidents(time_ns);
 	CREATE INDEX incidents_reason ON incidents(reason, time_ns);`,
+	// Several local gateways may share one file (the default path): each
+	// incident names the gateway that recorded it.
+	`ALTER TABLE incidents ADD COLUMN gateway TEXT NOT NULL DEFAULT '';
+	CREATE INDEX incidents_gateway ON incidents(gateway, time_ns);`,
 }
 
 func (s *Store) migrate(ctx context.Context) error {
@@ -246,14 +250,17 @@ func (s *Store) Add(ctx context.Context, inc *Incident) (int64, error) {
 	if inc.HasText {
 		text = inc.Text
 	}
+	if inc.Gateway == "" {
+		inc.Gateway = s.opts.Gateway
+	}
 	res, err := s.db.ExecContext(ctx, `INSERT INTO incidents
 		(time_ns, kind, request_id, route, upstream, model, attempt, reason, action, risk, findings,
-		 ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text, gateway)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		inc.Time.UnixNano(), string(inc.Kind), inc.RequestID, inc.Route, inc.Upstream, inc.Model, inc.Attempt,
 		string(inc.Reason), string(inc.Action), inc.Risk.String(), string(fj),
 		int64(inc.Timings.TTFT), int64(inc.Timings.VerdictDelay), int64(inc.Timings.Duration),
-		inc.Timings.HeldBytes, inc.Timings.Tokens, text)
+		inc.Timings.HeldBytes, inc.Timings.Tokens, text, inc.Gateway)
 	if err != nil {
 		return 0, fmt.Errorf("store: add incident: %w", err)
 	}
@@ -270,19 +277,19 @@ type Filter struct {
 	Since  time.Time        // only incidents at or after this time
 	Reason validator.Reason // only this reason
 	Kind   Kind             // only retries or only halts
-	// Gateway keeps only one gateway's incidents (PostgreSQL only; the
-	// SQLite log has one gateway).
+	// Gateway keeps only one gateway's incidents (several may share one
+	// log: PostgreSQL, or local gateways on the default SQLite path).
 	Gateway string
 	Limit   int // at most this many (the newest); 0 means 100
 }
 
 const columns = `id, time_ns, kind, request_id, route, upstream, model, attempt, reason, action, risk, findings,
-	ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text`
+	ttft_ns, verdict_delay_ns, duration_ns, held_bytes, tokens, text, gateway`
 
 // List returns the incidents that match f, newest first.
 func (s *Store) List(ctx context.Context, f Filter) ([]Incident, error) {
 	var args []any
-	q := listQuery(columns, f, false, func(v any) string { args = append(args, v); return "?" })
+	q := listQuery(columns, f, true, func(v any) string { args = append(args, v); return "?" })
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: list: %w", err)
@@ -362,7 +369,7 @@ func scan(r scanner) (Incident, error) {
 		text                       sql.NullString
 	)
 	err := r.Scan(&inc.ID, &timeNS, &kind, &inc.RequestID, &inc.Route, &inc.Upstream, &inc.Model, &inc.Attempt,
-		&reason, &action, &risk, &findings, &ttft, &delay, &dur, &inc.Timings.HeldBytes, &inc.Timings.Tokens, &text)
+		&reason, &action, &risk, &findings, &ttft, &delay, &dur, &inc.Timings.HeldBytes, &inc.Timings.Tokens, &text, &inc.Gateway)
 	if err != nil {
 		return Incident{}, err
 	}

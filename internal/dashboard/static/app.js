@@ -208,8 +208,9 @@ function incidentNode(inc) {
     el("span", "reason", "→ " + inc.action + " · risk " + inc.risk),
     el("span", "req", (inc.model || "–") + (inc.upstream ? " via " + inc.upstream : "")),
     el("span", "req", "request " + shortID(inc.request_id) + (inc.attempt ? ", attempt " + inc.attempt : "")),
-    el("span", "when", fmtTime(inc.time)),
   );
+  if (inc.gateway) meta.append(el("span", "req", "gateway " + inc.gateway));
+  meta.append(el("span", "when", fmtTime(inc.time)));
   box.appendChild(meta);
   const findings = inc.findings || [];
   if (findings.length) {
@@ -252,11 +253,16 @@ function renderIncidents() {
   $("no-incidents").hidden = incidents.length > 0;
 }
 
+// loadIncidents lists this gateway's incidents (several gateways may share
+// one incident log), or every gateway's when "all gateways" is ticked.
 async function loadIncidents() {
   try {
-    const r = await fetch("api/incidents?limit=" + MAX_INCIDENTS);
+    const all = $("all-gateways").checked;
+    const r = await fetch("api/incidents?limit=" + MAX_INCIDENTS + (all ? "&gateway=*" : ""));
     if (!r.ok) return;
-    addIncidents((await r.json()).incidents || []);
+    const body = await r.json();
+    if (body.gateway) $("incidents-gateway").textContent = all ? "all gateways" : "gateway " + body.gateway;
+    addIncidents(body.incidents || []);
   } catch (_) { /* retried on the next snapshot */ }
 }
 
@@ -329,6 +335,7 @@ async function pollFleet() {
   if (await loadFleet()) setTimeout(pollFleet, 2000);
 }
 
+$("all-gateways").addEventListener("change", () => { incidents = []; renderIncidents(); loadIncidents(); });
 drawChart();
 connect();
 pollFleet();
