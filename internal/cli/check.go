@@ -14,9 +14,9 @@ import (
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
-			policyFile string
-			attempt    int
-			workers    int
+			policyFile, classifierFile string
+			attempt                    int
+			workers                    int
 		)
 		c := &cobra.Command{
 			Use:   "check [--policy FILE] [FILE|-]...",
@@ -46,7 +46,7 @@ carries the error and file:line), 2 when a file cannot be read or the policy is 
 					pol = p
 				}
 				// The same input screen serve applies (the policy's guard.input).
-				screen, err := serveInputGuard(pol)
+				screen, err := serveInputGuard(pol, classifierFile)
 				if err != nil {
 					return err
 				}
@@ -88,6 +88,7 @@ carries the error and file:line), 2 when a file cannot be read or the policy is 
 		c.Flags().StringVar(&policyFile, "policy", "", "policy YAML file (default: the built-in default policy)")
 		c.Flags().IntVar(&attempt, "attempt", 1, "1-based attempt number the verdict's action assumes (retry budgets)")
 		c.Flags().IntVar(&workers, "workers", 0, "parallel workers (0: one per CPU)")
+		classifierFlag(c, &classifierFile)
 		return c
 	})
 }

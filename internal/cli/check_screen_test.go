@@ -22,7 +22,7 @@ func TestCheckScreensPrompt(t *testing.T) {
 
 	// What serve's input check says about the same request.
 	pol := policy.Default()
-	screen, err := serveInputGuard(pol)
+	screen, err := serveInputGuard(pol, "")
 	if err != nil || screen == nil {
 		t.Fatalf("serve's input guard: %v", err)
 	}

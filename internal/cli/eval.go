@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 	"github.com/aegis-sentinel/aegis/internal/guard/eval"
 )
@@ -20,9 +19,9 @@ import (
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
-			kind, data, head string
-			asJSON, peers    bool
-			llmOpts          llmFlags
+			kind, data, head, classifierFile string
+			asJSON, peers                    bool
+			llmOpts                          llmFlags
 		)
 		c := &cobra.Command{
 			Use:   "eval [flags] [SET|FILE.jsonl]...",
@@ -57,9 +56,9 @@ npm the table has the embedded guard only.`,
 				var scorer eval.Scorer
 				switch kind {
 				case "classifier":
-					g, err := guard.Default()
+					g, err := loadGuard(classifierFile)
 					if err != nil {
-						return fmt.Errorf("eval: %w", err)
+						return err
 					}
 					scorer = g
 				case "llm":
@@ -143,6 +142,7 @@ npm the table has the embedded guard only.`,
 		}
 		f := c.Flags()
 		f.StringVar(&kind, "guard", "classifier", "guard to evaluate: classifier (embedded) or llm (a guard model over a local API)")
+		classifierFlag(c, &classifierFile)
 		f.StringVar(&head, "head", "", "override the head judged: prompt_injection, unsafe_content or any (JSONL files default to any)")
 		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory)")
 		f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")

@@ -16,7 +16,7 @@ import (
 // aegis_guard_calls_total (listed in the README) has a series and counts
 // them.
 func TestGuardCallsMetric(t *testing.T) {
-	screen, err := serveInputGuard(policy.Default())
+	screen, err := serveInputGuard(policy.Default(), "")
 	if err != nil || screen == nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,9 @@ type serveConfig struct {
 	LogFormat string `yaml:"log_format"`
 	// GuardServer runs a guard model beside the gateway (serve_guard.go).
 	GuardServer guardServerConfig `yaml:"guard_server"`
+	// GuardClassifier is a classifier model file written by aegis train,
+	// used instead of the one built into aegis.
+	GuardClassifier string `yaml:"guard_classifier"`
 	// Fleet joins other gateways and guard workers over NATS (serve_fleet.go).
 	Fleet fleetConfig `yaml:"fleet"`
 }
@@ -77,16 +80,16 @@ func loadServeConfig(path string) (*serveConfig, error) {
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
-			listen, upURL, kind, configPath, policyPath, tokenFile string
-			maxBody                                                int64
-			maxStreams                                             int
-			incidentsPath, logFormat                               string
-			host                                                   string
-			port                                                   int
-			guardFlagVals                                          guardServerConfig
-			fleetFlagVals                                          fleetConfig
-			cpuProfile, memProfile                                 string
-			insecureNoAuth                                         bool
+			listen, upURL, kind, configPath, policyPath, tokenFile, guardClassifier string
+			maxBody                                                                 int64
+			maxStreams                                                              int
+			incidentsPath, logFormat                                                string
+			host                                                                    string
+			port                                                                    int
+			guardFlagVals                                                           guardServerConfig
+			fleetFlagVals                                                           fleetConfig
+			cpuProfile, memProfile                                                  string
+			insecureNoAuth                                                          bool
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -161,6 +164,9 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 					cfg.LogFormat = logFormat
 				}
 				cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
+				if guardClassifier != "" {
+					cfg.GuardClassifier = guardClassifier
+				}
 				cfg.Fleet = cfg.Fleet.merge(fleetFlagVals)
 				if cpuProfile != "" {
 					stop, err := startCPUProfile(cpuProfile)
@@ -197,6 +203,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile (go tool pprof) to this file until the server stops")
 		f.StringVar(&memProfile, "memprofile", "", "write an allocation profile (go tool pprof) to this file when the server stops")
 		guardFlags(c, &guardFlagVals)
+		classifierFlag(c, &guardClassifier)
 		fleetFlags(c, &fleetFlagVals)
 		return c
 	})
@@ -225,7 +232,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			return usageErr(err)
 		}
 	}
-	inputCheck, err := serveInputGuard(pol)
+	inputCheck, err := serveInputGuard(pol, cfg.GuardClassifier)
 	if err != nil {
 		return err
 	}
@@ -370,7 +377,7 @@ func servePolicy(cfg *serveConfig, path string) (*policy.Policy, error) {
 
 // serveInputGuard builds the embedded classifier's input screen from the
 // policy's guard section (default: block high-risk prompt injection).
-func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Request) *validator.Verdict, error) {
+func serveInputGuard(pol *policy.Policy, classifierFile string) (func(context.Context, *validator.Request) *validator.Verdict, error) {
 	ip := guard.DefaultInputPolicy()
 	if err := pol.DecodeGuard(&ip); err != nil {
 		return nil, usageErr(err)
@@ -378,9 +385,9 @@ func serveInputGuard(pol *policy.Policy) (func(context.Context, *validator.Reque
 	if ip.Input == "off" {
 		return nil, nil // no screening: do not load the model at start-up
 	}
-	g, err := guard.Default()
+	g, err := loadGuard(classifierFile)
 	if err != nil {
-		return nil, fmt.Errorf("loading the embedded guard: %w", err)
+		return nil, err
 	}
 	check, err := g.InputCheck(ip)
 	if err != nil {

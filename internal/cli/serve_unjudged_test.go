@@ -177,7 +177,7 @@ func TestVerdictSaysWhenTextWasNotJudged(t *testing.T) {
 // takes it) and is the fail-closed rule.
 func TestGuardSectionFailOpenAccepted(t *testing.T) {
 	pol := mustParse(t, "guard: {input: \"off\", fail_open: false}\n")
-	if _, err := serveInputGuard(pol); err != nil {
+	if _, err := serveInputGuard(pol, ""); err != nil {
 		t.Fatalf("serve refuses the guard section: %v", err)
 	}
 	if a := pol.Rule(validator.ReasonGuardUnavailable).Action; a != validator.ActionHalt {

@@ -28,9 +28,10 @@ func init() {
 			Use:   "train",
 			Short: "Train the embedded guard classifier from the shared datasets",
 			Long: `train builds the guard's embedded classifier (prompt_injection and unsafe_content heads)
-from the training-only datasets in ../shared/datasets and writes the compact model file that
-the aegis binary embeds (rebuild aegis afterwards). The same data, seed and flags give the
-same bytes. Evaluation-only sets are never read; use 'aegis eval' on them.
+from the training-only datasets in ../shared/datasets and writes the compact model file.
+serve, check and eval load it with --guard-classifier FILE instead of the model built into
+aegis; copying it to ` + defaultModelPath + ` and rebuilding makes it the built-in one.
+The same data, seed and flags give the same bytes. Evaluation-only sets are never read; use 'aegis eval' on them.
 
 Training sets: ` + fmt.Sprint(dataset.TrainingSources),
 			Args: noArgs,

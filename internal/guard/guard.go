@@ -10,6 +10,7 @@
 package guard
 
 import (
+	"os"
 	"context"
 	"fmt"
 	"math"
@@ -47,6 +48,19 @@ func Default() (*Guard, error) {
 	m, err := classifier.Default()
 	if err != nil {
 		return nil, fmt.Errorf("guard: %w", err)
+	}
+	return New(m)
+}
+
+// Load returns a guard over the model in file, as aegis train writes it.
+func Load(file string) (*Guard, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("guard: %w", err)
+	}
+	m := new(classifier.Model)
+	if err := m.UnmarshalBinary(b); err != nil {
+		return nil, fmt.Errorf("guard: %s: %w", file, err)
 	}
 	return New(m)
 }
