@@ -79,7 +79,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		rec := "n/a"
 		if d.RecoveryTested {
-			rec = fmt.Sprintf("%.0f/%.0f (%d lost)", d.RecoveryMS, d.RestartMS, d.RecoveryLost)
+			rec = fmt.Sprintf("%s/%.0f (%d lost)", na(d.RecoveryMS, "%.0f"), d.RestartMS, d.RecoveryLost)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2fx\t\n", na(d.VerdictMS.Median, "%.1f"), load, cores,
 			na(d.Power.Watts, "%.1f"), na(d.TokPerJoule, "%.1f"), na(d.MainShare, "%.2f"), rec, d.Ratio)
@@ -104,9 +104,15 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		for _, l := range rep.servedLines(d, tests) {
 			fmt.Fprintf(w, "         %s\n", l)
 		}
+		for _, l := range d.Implausible {
+			fmt.Fprintf(w, "         left out: %s\n", l)
+		}
 	}
-	if len(rep.Stability) > 0 {
-		fmt.Fprintf(w, "\nselection over %d fresh starts: %s (stable: %v)\n", len(rep.Stability), strings.Join(rep.Stability, ", "), rep.Stable)
+	switch n := len(rep.Stability); {
+	case n >= minStabilityStarts:
+		fmt.Fprintf(w, "\nselection over %d fresh starts: %s (stable: %v)\n", n, strings.Join(rep.Stability, ", "), rep.Stable)
+	case n > 0:
+		fmt.Fprintf(w, "\nselection from %d fresh start: %s (stability needs %d starts or more; not judged)\n", n, strings.Join(rep.Stability, ", "), minStabilityStarts)
 	}
 	if rep.MainAloneTokS > 0 {
 		fmt.Fprintf(w, "main model alone: %.0f tok/s (tg64); main share = its speed with the guard busy / alone\n", rep.MainAloneTokS)

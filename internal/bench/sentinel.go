@@ -203,6 +203,9 @@ type DeviceResult struct {
 	TGRatio        float64 `json:"tg_ratio"`
 	Unstable       bool    `json:"unstable"`
 	Interpretation string  `json:"interpretation"`
+	// Implausible says which figures of this device were left out because
+	// they cannot be true, and why (see flagImpossible).
+	Implausible []string `json:"implausible,omitempty"`
 }
 
 // Report is the outcome of a run.
@@ -353,6 +356,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.Stable = rep.Stable && c == rep.Stability[0] && c != "error"
 		}
 	}
+	rep.flagImpossible()
 	rep.Duration = time.Since(rep.Started)
 	rep.LoadAvg[1] = loadAvg(o.Root)
 	return rep, nil
