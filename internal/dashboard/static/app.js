@@ -63,11 +63,12 @@ function renderRow(id, r) {
   c[1].textContent = shortID(id);
   c[1].title = id;
   c[2].replaceChildren(el("span", null, d.model || "–"), el("small", "via", d.upstream ? " via " + d.upstream : ""));
-  c[2].title = "the model the client asked for" + (d.upstream ? ", served by upstream " + d.upstream : "");
+  c[2].title = (d.model || "–") + " (the model the client asked for)" + (d.upstream ? ", served by upstream " + d.upstream : "");
   c[3].textContent = d.attempts || "";
   const b = el("span", "badge b-" + d.state, d.state);
   c[4].replaceChildren(b);
   c[5].replaceChildren(el("span", "reason", d.reason || ""));
+  c[5].title = d.reason || "";
   c[6].textContent = fmtMs(d.ttft);
   c[7].textContent = fmtMs(d.dur);
 }
@@ -134,7 +135,9 @@ function setGuards(g) {
     if (s.last_ns) info.push("last " + fmtMs(ms(s.last_ns)));
     if (s.failures) info.push(s.failures + " failed");
     const right = el("span");
-    const state = s.state || "unknown";
+    // A guard without a supervisor (the embedded classifier, a guard_llm
+    // server Aegis does not run) reports no state: it answers calls.
+    const state = s.state || (s.calls ? "answering" : "unknown");
     right.append(el("span", "reason", info.join(" · ") + "  "), el("span", "state s-" + state, state));
     if (s.fallback) right.append(el("span", "state s-fallback", "serving as fallback"));
     if (s.error) right.title = s.error;
@@ -261,7 +264,7 @@ async function loadIncidents() {
     const r = await fetch("api/incidents?limit=" + MAX_INCIDENTS + (all ? "&gateway=*" : ""));
     if (!r.ok) return;
     const body = await r.json();
-    if (body.gateway) $("incidents-gateway").textContent = all ? "all gateways" : "gateway " + body.gateway;
+    if (body.gateway) $("incidents-gateway").textContent = "· " + (all ? "all gateways" : "gateway " + body.gateway);
     addIncidents(body.incidents || []);
   } catch (_) { /* retried on the next snapshot */ }
 }
