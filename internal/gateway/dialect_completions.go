@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
+	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -31,6 +32,9 @@ func decodeCompletion(raw []byte) (request, error) {
 		System    string          `json:"system"`
 		Stream    bool            `json:"stream"`
 		MaxTokens *int            `json:"max_tokens"`
+		// A response_format on a prompt request is checked even where the
+		// upstream ignores it (llama-server's /v1/completions does).
+		ResponseFormat *openai.ResponseFormat `json:"response_format"`
 	}
 	if err := json.Unmarshal(raw, &cr); err != nil {
 		return request{}, fmt.Errorf("invalid completion request: %w", err)
@@ -52,6 +56,9 @@ func decodeCompletion(raw []byte) (request, error) {
 	r.vreq.Messages = append(r.vreq.Messages, validator.Message{Role: "user", Content: prompt})
 	if cr.MaxTokens != nil {
 		r.vreq.MaxTokens = *cr.MaxTokens
+	}
+	if rf := cr.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		r.vreq.ResponseFormat = rf.Validator()
 	}
 	return r, nil
 }

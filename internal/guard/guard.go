@@ -10,10 +10,10 @@
 package guard
 
 import (
-	"os"
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"

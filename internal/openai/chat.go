@@ -178,6 +178,16 @@ type ResponseFormat struct {
 	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
+// Validator returns the format the checks hold the output to: the type,
+// and the schema from json_schema.schema or llama-server's schema.
+func (rf *ResponseFormat) Validator() *validator.ResponseFormat {
+	f := &validator.ResponseFormat{Type: rf.Type, Schema: rf.Schema}
+	if rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
+		f.Schema = rf.JSONSchema.Schema
+	}
+	return f
+}
+
 // JSONSchema is response_format.json_schema.
 type JSONSchema struct {
 	Name   string          `json:"name,omitempty"`
@@ -233,11 +243,7 @@ func (r *ChatRequest) ValidatorRequest() *validator.Request {
 		vr.Messages = append(vr.Messages, validator.Message{Role: m.Role, Content: m.Content.String()})
 	}
 	if rf := r.ResponseFormat; rf != nil {
-		f := &validator.ResponseFormat{Type: rf.Type, Schema: rf.Schema}
-		if rf.JSONSchema != nil && len(rf.JSONSchema.Schema) > 0 {
-			f.Schema = rf.JSONSchema.Schema
-		}
-		vr.ResponseFormat = f
+		vr.ResponseFormat = rf.Validator()
 	}
 	for _, t := range r.Tools {
 		if t.Function.Name == "" {
