@@ -100,7 +100,17 @@ func TestRunQuickTestbed(t *testing.T) {
 		if d.SpeedSource != SourceLlamaBench || d.LlamaBenchError != "" {
 			t.Errorf("%s: speeds from %q (%s), want llama-bench", d.Device, d.SpeedSource, d.LlamaBenchError)
 		}
-		if d.Served["pp512"].Median <= 0 || d.Served["tg16"].Median <= 0 || d.DeviceSpeed["tg16"].Median <= 0 || d.VerdictMS.N != 2 {
+		// A device speed the served one contradicts (llama-bench measured
+		// while the machine was busy) is left out with a note, not kept.
+		leftOut := func(test string) bool {
+			for _, n := range d.Implausible {
+				if strings.HasPrefix(n, test+":") {
+					return true
+				}
+			}
+			return false
+		}
+		if d.Served["pp512"].Median <= 0 || d.Served["tg16"].Median <= 0 || d.DeviceSpeed["tg16"].Median <= 0 && !leftOut("tg16") || d.VerdictMS.N != 2 {
 			t.Errorf("%s: missing measurements", d.Device)
 		}
 		if !d.RecoveryTested || d.RecoveryLost != 0 {
@@ -109,8 +119,9 @@ func TestRunQuickTestbed(t *testing.T) {
 		// The two tools' CPU prefill numbers must agree within a factor
 		// of ten, which catches unit and parsing errors (a tokens-per-ms
 		// slip is a factor of 1000) and not a loaded machine: on two
-		// shared cores the served share has been seen at 0.29 and 2.7.
-		if a, ok := d.ServedShare["pp512"]; d.Device == "CPU" && (!ok || a < 0.1 || a > 10) {
+		// shared cores the served share has been seen at 0.29 and 2.7
+		// (a share above 1 contradicts itself and is left out, noted).
+		if a, ok := d.ServedShare["pp512"]; d.Device == "CPU" && !leftOut("pp512") && (!ok || a < 0.1 || a > 10) {
 			t.Errorf("%s: server/llama-bench pp512 = %.2f", d.Device, a)
 		}
 		if d.Interpretation == "" {
