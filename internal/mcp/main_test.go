@@ -1,0 +1,17 @@
+package mcp
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/aegis-sentinel/aegis/internal/checks"
+)
+
+// TestMain registers the built-in checks (the policies the judges use
+// resolve them) and fails the package's tests when a goroutine outlives
+// them.
+func TestMain(m *testing.M) {
+	checks.RegisterDefault()
+	goleak.VerifyTestMain(m)
+}
