@@ -81,7 +81,7 @@ func (a *SecretAction) UnmarshalText(b []byte) error {
 //	mcp:
 //	  poisoned: hide          # warn | hide | refuse: a description that instructs the model
 //	  changed: hide           # warn | hide | refuse: a tool that changed since it was pinned
-//	  guard_tools: medium     # off | medium | high: the guard on descriptions
+//	  guard_tools: high       # off | medium | high: the guard on descriptions
 //	  guard_results: high     # off | medium | high: the guard on tool results
 //	  secrets: redact         # redact | refuse: a secret in a tool result
 //	  max_result_bytes: 1048576
@@ -109,9 +109,11 @@ const (
 )
 
 // DefaultConfig hides poisoned and changed tools, screens descriptions
-// with the guard at medium risk and results at high, and redacts secrets.
+// and results with the guard at high risk (its medium level flags plain
+// descriptions such as "Returns all environment variables"), and redacts
+// secrets.
 func DefaultConfig() Config {
-	return Config{Poisoned: ActionHide, Changed: ActionHide, GuardTools: "medium", GuardResults: "high",
+	return Config{Poisoned: ActionHide, Changed: ActionHide, GuardTools: "high", GuardResults: "high",
 		Secrets: SecretRedact, MaxResultBytes: DefaultMaxResultBytes, MaxMessageBytes: DefaultMaxMessageBytes,
 		CallTimeout: DefaultCallTimeout}
 }

@@ -60,7 +60,11 @@ func (l *LineReader) Next() ([]byte, error) {
 		var tooLong *LineTooLongError
 		for {
 			frag, err := l.br.ReadSlice('\n')
-			if tooLong == nil && len(l.buf)+len(frag) > l.limit+1 {
+			n := len(l.buf) + len(frag)
+			if len(frag) > 0 && frag[len(frag)-1] == '\n' {
+				n-- // the newline is not part of the message
+			}
+			if tooLong == nil && n > l.limit {
 				tooLong = &LineTooLongError{Limit: l.limit}
 				tooLong.Head = append(tooLong.Head, l.buf[:min(len(l.buf), keepBytes)]...)
 				if len(tooLong.Head) < keepBytes {

@@ -51,10 +51,10 @@ type Judge struct {
 	// Log receives warnings (pin store errors, flagged tools under warn).
 	Log *slog.Logger
 
-	text  *policy.Policy // the policy cut to its text checks
-	leak  *policy.Policy // the policy cut to its leak check (nil when disabled)
-	guard *guard.Guard   // the embedded classifier; nil when both guard screens are off
-	toolRisk, resultRisk validator.Risk
+	text                   *policy.Policy // the policy cut to its text checks
+	leak                   *policy.Policy // the policy cut to its leak check (nil when disabled)
+	guard                  *guard.Guard   // the embedded classifier; nil when both guard screens are off
+	toolRisk, resultRisk   validator.Risk
 	toolGuard, resultGuard bool
 }
 
