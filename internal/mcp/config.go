@@ -8,7 +8,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
-	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // Action is what the proxy does about a tool it flagged in a listing.
@@ -81,8 +80,8 @@ func (a *SecretAction) UnmarshalText(b []byte) error {
 //	mcp:
 //	  poisoned: hide          # warn | hide | refuse: a description that instructs the model
 //	  changed: hide           # warn | hide | refuse: a tool that changed since it was pinned
-//	  guard_tools: high       # off | medium | high: the guard on descriptions
-//	  guard_results: high     # off | medium | high: the guard on tool results
+//	  guard_tools: 0.95       # the guard's injection probability that flags a description (0: off)
+//	  guard_results: 0.95     # the same for tool results: the tool-result threshold
 //	  secrets: redact         # redact | refuse: a secret in a tool result
 //	  max_result_bytes: 1048576
 //	  max_message_bytes: 4194304
@@ -93,8 +92,8 @@ func (a *SecretAction) UnmarshalText(b []byte) error {
 type Config struct {
 	Poisoned        Action        `yaml:"poisoned"`
 	Changed         Action        `yaml:"changed"`
-	GuardTools      string        `yaml:"guard_tools"`
-	GuardResults    string        `yaml:"guard_results"`
+	GuardTools      float64       `yaml:"guard_tools"`
+	GuardResults    float64       `yaml:"guard_results"`
 	Secrets         SecretAction  `yaml:"secrets"`
 	MaxResultBytes  int           `yaml:"max_result_bytes"`
 	MaxMessageBytes int           `yaml:"max_message_bytes"`
@@ -108,12 +107,18 @@ const (
 	DefaultCallTimeout     = 10 * time.Minute
 )
 
+// DefaultToolThreshold is the guard's injection probability that flags
+// a tool description or result. The embedded classifier learnt from
+// prompts; tool text (JSON, terse descriptions) scores higher than prose:
+// the reference servers' own descriptions and results reach 0.81 to 0.88,
+// the published injections 0.98 and above.
+const DefaultToolThreshold = 0.95
+
 // DefaultConfig hides poisoned and changed tools, screens descriptions
-// and results with the guard at high risk (its medium level flags plain
-// descriptions such as "Returns all environment variables"), and redacts
+// and results with the guard at DefaultToolThreshold, and redacts
 // secrets.
 func DefaultConfig() Config {
-	return Config{Poisoned: ActionHide, Changed: ActionHide, GuardTools: "high", GuardResults: "high",
+	return Config{Poisoned: ActionHide, Changed: ActionHide, GuardTools: DefaultToolThreshold, GuardResults: DefaultToolThreshold,
 		Secrets: SecretRedact, MaxResultBytes: DefaultMaxResultBytes, MaxMessageBytes: DefaultMaxMessageBytes,
 		CallTimeout: DefaultCallTimeout}
 }
@@ -127,26 +132,16 @@ func ConfigFrom(p *policy.Policy) (Config, error) {
 	if err := policy.DecodeStrict(&p.MCP, &c); err != nil {
 		return c, fmt.Errorf("policy %s: mcp: %w", p.Source, err)
 	}
-	for _, g := range []struct{ name, v string }{{"guard_tools", c.GuardTools}, {"guard_results", c.GuardResults}} {
-		if _, err := guardRisk(g.v); err != nil {
-			return c, fmt.Errorf("policy %s: mcp: %s: %w", p.Source, g.name, err)
+	for _, g := range []struct {
+		name string
+		v    float64
+	}{{"guard_tools", c.GuardTools}, {"guard_results", c.GuardResults}} {
+		if g.v < 0 || g.v >= 1 {
+			return c, fmt.Errorf("policy %s: mcp: %s %v: want a probability from 0 (off) to below 1", p.Source, g.name, g.v)
 		}
 	}
 	if c.MaxResultBytes <= 0 || c.MaxMessageBytes <= 0 || c.CallTimeout < 0 {
 		return c, fmt.Errorf("policy %s: mcp: max_result_bytes and max_message_bytes must be positive, call_timeout not negative", p.Source)
 	}
 	return c, nil
-}
-
-// guardRisk parses off | medium | high; off is RiskLow with ok false.
-func guardRisk(s string) (validator.Risk, error) {
-	switch s {
-	case "off":
-		return validator.RiskLow, nil
-	case "medium":
-		return validator.RiskMedium, nil
-	case "high", "":
-		return validator.RiskHigh, nil
-	}
-	return 0, fmt.Errorf("want off, medium or high, got %q", s)
 }

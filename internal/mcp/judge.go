@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aegis-sentinel/aegis/internal/guard"
+	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -54,8 +55,7 @@ type Judge struct {
 	text                   *policy.Policy // the policy cut to its text checks
 	leak                   *policy.Policy // the policy cut to its leak check (nil when disabled)
 	guard                  *guard.Guard   // the embedded classifier; nil when both guard screens are off
-	toolRisk, resultRisk   validator.Risk
-	toolGuard, resultGuard bool
+	toolGuard, resultGuard float64        // thresholds; 0 is off
 }
 
 // NewJudge builds a judge over pol (nil: the default policy) and its mcp
@@ -83,10 +83,8 @@ func NewJudge(pol *policy.Policy) (*Judge, error) {
 		leak.Checks = []policy.Check{c}
 		j.leak = &leak
 	}
-	j.toolRisk, _ = guardRisk(cfg.GuardTools)
-	j.resultRisk, _ = guardRisk(cfg.GuardResults)
-	j.toolGuard, j.resultGuard = cfg.GuardTools != "off", cfg.GuardResults != "off"
-	if j.toolGuard || j.resultGuard {
+	j.toolGuard, j.resultGuard = cfg.GuardTools, cfg.GuardResults
+	if j.toolGuard > 0 || j.resultGuard > 0 {
 		if j.guard, err = guard.Default(); err != nil {
 			return nil, fmt.Errorf("mcp: %w", err)
 		}
@@ -121,19 +119,19 @@ func (j *Judge) runChecks(p *policy.Policy, id, text string) (validator.Verdict,
 }
 
 // guardScore screens text with the embedded classifier's injection head
-// and returns a finding when it scores at or above min.
-func (j *Judge) guardScore(ctx context.Context, text, path string, min validator.Risk) *validator.Finding {
-	if j.guard == nil || strings.TrimSpace(text) == "" {
+// and returns a finding when its probability reaches threshold.
+func (j *Judge) guardScore(text, path string, threshold float64) *validator.Finding {
+	if j.guard == nil || threshold <= 0 || strings.TrimSpace(text) == "" {
 		return nil
 	}
-	v := j.guard.CheckInput(ctx, &validator.Request{Messages: []validator.Message{{Role: "tool", Content: text}}})
-	if v == nil || v.Risk < min || len(v.Findings) == 0 {
-		return nil
+	for _, s := range j.guard.Model().Scores(text) {
+		if s.Head != classifier.HeadInjection || float64(s.Prob) < threshold {
+			continue
+		}
+		return &validator.Finding{Check: "guard", Reason: validator.ReasonPromptInjection, End: len(text), Path: path,
+			Message: fmt.Sprintf("%s looks like prompt injection (p=%.3f, threshold %.2f)", path, s.Prob, threshold)}
 	}
-	f := v.Findings[0]
-	f.Path = path
-	f.Message = strings.Replace(f.Message, "message 0 (tool)", path, 1)
-	return &f
+	return nil
 }
 
 // ToolReport is what the judge found about one listed tool.
@@ -187,8 +185,8 @@ func (j *Judge) JudgeTool(ctx context.Context, server string, raw json.RawMessag
 			prose.WriteString("\n")
 		}
 	}
-	if j.toolGuard {
-		if f := j.guardScore(ctx, prose.String(), "tools/"+t.Name, j.toolRisk); f != nil {
+	if j.toolGuard > 0 {
+		if f := j.guardScore(prose.String(), "tools/"+t.Name, j.toolGuard); f != nil {
 			poisoned = true
 			f.Message = fmt.Sprintf("tool %s: its description %s", t.Name, strings.TrimPrefix(f.Message, "tools/"+t.Name+" "))
 			rep.Findings = append(rep.Findings, *f)

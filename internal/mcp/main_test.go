@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -13,5 +14,9 @@ import (
 // them.
 func TestMain(m *testing.M) {
 	checks.RegisterDefault()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}))
 }

@@ -137,11 +137,16 @@ func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMe
 			r.set(redact(r.text, spans))
 			redacted = true
 		}
-		if j.resultGuard {
-			if f := j.guardScore(ctx, r.text, r.path, j.resultRisk); f != nil {
-				f.Message = "tool result: " + f.Message
-				other = append(other, *f)
+		for _, pf := range screenText(r.path, r.text) {
+			if pf.Rule == "invisible" {
+				continue // zero-width characters are common in fetched web text
 			}
+			other = append(other, validator.Finding{Check: "mcp_result_rules", Reason: validator.ReasonPromptInjection,
+				Message: "tool result: " + pf.String(), Path: r.path})
+		}
+		if f := j.guardScore(r.text, r.path, j.resultGuard); f != nil {
+			f.Message = "tool result: " + f.Message
+			other = append(other, *f)
 		}
 	}
 	switch {
