@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/mcp"
@@ -27,6 +28,7 @@ import (
 // mcpFlags are the flags every aegis mcp proxy takes.
 type mcpFlags struct {
 	name, policyPath, incidentsPath, logFormat, listen string
+	nats, fleetName                                    string
 }
 
 func (f *mcpFlags) add(c *cobra.Command, listenDefault, listenHelp string) {
@@ -36,6 +38,8 @@ func (f *mcpFlags) add(c *cobra.Command, listenDefault, listenHelp string) {
 	fl.StringVar(&f.incidentsPath, "incidents-db", "", "incident log and pin store: a SQLite file (default as for aegis serve) or a postgres:// URL")
 	fl.StringVar(&f.logFormat, "log-format", "", "log format on stderr: auto (JSON unless stderr is a terminal), json or text")
 	fl.StringVar(&f.listen, "listen", listenDefault, listenHelp)
+	fl.StringVar(&f.nats, "nats", "", "NATS server URL: publish live events for every gateway's /ui and aegis fleet, as aegis serve does")
+	fl.StringVar(&f.fleetName, "fleet-name", "", "this proxy's name in the fleet (default mcp-SERVER)")
 }
 
 // mcpRuntime is what a proxy runs with: the judge, the observability and
@@ -45,9 +49,13 @@ type mcpRuntime struct {
 	obs   *observability
 	pins  *mcp.Pins
 	log   *slog.Logger
+	leave func() // leaves the fleet
 }
 
 func (rt *mcpRuntime) Close() {
+	if rt.leave != nil {
+		rt.leave()
+	}
 	if rt.pins != nil {
 		rt.pins.Close()
 	}
@@ -83,6 +91,23 @@ func startMCP(stdio *IO, f mcpFlags, server string) (*mcpRuntime, error) {
 	}
 	rt.pins = judge.Pins
 	rt.proxy = &mcp.Proxy{Judge: judge, Server: server, Bus: rt.obs.Bus, Metrics: mcp.NewMetrics(rt.obs.Metrics.Registry())}
+	if f.nats != "" {
+		name := f.fleetName
+		if name == "" {
+			name = "mcp-" + server
+		}
+		nc, err := fleet.Connect(f.nats, "aegis mcp", log)
+		if err != nil {
+			rt.Close()
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		pub := fleet.NewGateway(nc, rt.obs.Bus, name, f.listen)
+		done := make(chan struct{})
+		go func() { defer close(done); pub.Run(ctx) }()
+		rt.leave = func() { cancel(); <-done; nc.Close() }
+		log.Info("joined the fleet", "nats", f.nats, "gateway", name, "events", pub.Subject())
+	}
 	return rt, nil
 }
 
