@@ -210,3 +210,31 @@ func TestHTTPServerHangsOrIsDown(t *testing.T) {
 		t.Errorf("too large: %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestHTTPClientDisconnectCancelsTheUpstream(t *testing.T) {
+	cancelled := make(chan struct{})
+	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(cancelled)
+	}))
+	defer us.Close()
+	proxyURL, _ := startHTTPProxy(t, testJudge(t, ""), us.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, proxyURL, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`))
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream request was not cancelled when the client went away")
+	}
+}

@@ -8,11 +8,24 @@ import (
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
 func TestPinsLifecycle(t *testing.T) {
+	pinsLifecycle(t, filepath.Join(t.TempDir(), "incidents.db"))
+}
+
+// TestPinsInPostgres keeps the pins in the PostgreSQL incident log that
+// several gateways share.
+func TestPinsInPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	pinsLifecycle(t, testbed.StartPostgres(t).URL)
+}
+
+func pinsLifecycle(t *testing.T, path string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "incidents.db")
 	p, err := OpenPins(ctx, path)
 	if err != nil {
 		t.Fatal(err)

@@ -138,7 +138,11 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	}
 	s.forget(key)
 	v.Action = validator.ActionBlock
-	s.p.finish(c, v, events.OutcomeBlocked, OutcomeRefused, now)
+	text := ""
+	if s.p.Judge.LogText() { // the text the findings' offsets point into
+		text = argumentText(params.Arguments)
+	}
+	s.p.finishText(c, v, events.OutcomeBlocked, OutcomeRefused, now, text)
 	msg := fmt.Sprintf("aegis_%s: Aegis refused the call to tool %q", v.Reason, params.Name)
 	if len(v.Findings) > 0 && v.Findings[0].Message != "" {
 		msg += ": " + v.Findings[0].Message
@@ -411,8 +415,14 @@ func (p *Proxy) publish(e events.Event) { p.Bus.Publish(e) }
 // finish publishes the end of a tools/call: a Halt carrying the verdict
 // when one failed (the incident), and RequestFinished with the outcome.
 func (p *Proxy) finish(c *call, v *validator.Verdict, outcome, metric string, now time.Time) {
+	p.finishText(c, v, outcome, metric, now, "")
+}
+
+// finishText is finish with the text the verdict judged, for the
+// incident; it is given only when the policy allows logging text.
+func (p *Proxy) finishText(c *call, v *validator.Verdict, outcome, metric string, now time.Time, text string) {
 	if v != nil {
-		p.publish(events.Event{Kind: events.Halt, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server, Model: c.tool, Attempt: 1, Verdict: v})
+		p.publish(events.Event{Kind: events.Halt, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server, Model: c.tool, Attempt: 1, Verdict: v, Text: text})
 	}
 	p.publish(events.Event{Kind: events.RequestFinished, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server,
 		Model: c.tool, Outcome: outcome, Duration: now.Sub(c.start)})

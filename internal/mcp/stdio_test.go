@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
 )
 
 var echoTool = fakeTool{Name: "echo", Description: "Echoes back the input string", InputSchema: json.RawMessage(objSchema)}
@@ -238,5 +240,42 @@ func TestServerExitStatusIsReported(t *testing.T) {
 	var ee *exec.ExitError
 	if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != 3 {
 		t.Errorf("err = %v, want exit status 3", err)
+	}
+}
+
+func TestTextIsLoggedOnlyWithLogText(t *testing.T) {
+	for _, logText := range []bool{false, true} {
+		policy := ""
+		if logText {
+			policy = "log_text: true\n"
+		}
+		h := newHarness(t, testJudge(t, policy), echoTool)
+		h.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"key AKIA2E3ZQF7B2LMC4XRW"}}}`)
+		h.next()
+		var text string
+		for len(h.sub.C) > 0 {
+			if e := <-h.sub.C; e.Kind == events.Halt {
+				text = e.Text
+			}
+		}
+		if (text != "") != logText || (logText && !strings.Contains(text, "AKIA2E3ZQF7B2LMC4XRW")) {
+			t.Errorf("log_text %v: the incident's text is %q", logText, text)
+		}
+	}
+}
+
+func TestServerIgnoringEOFIsKilled(t *testing.T) {
+	old := ShutdownGrace
+	ShutdownGrace = 200 * time.Millisecond
+	defer func() { ShutdownGrace = old }()
+	p := &Proxy{Judge: testJudge(t, ""), Server: "sleep"}
+	start := time.Now()
+	var out bytes.Buffer
+	err := p.RunStdio(context.Background(), strings.NewReader(""), &out, exec.Command("sleep", "60"))
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("err = %v, want the server killed", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %s", d)
 	}
 }
