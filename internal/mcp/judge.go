@@ -36,9 +36,13 @@ func (f CallPolicyFunc) CheckCall(ctx context.Context, server string, call valid
 }
 
 // textChecks are the policy's checks that judge text whatever produced
-// it; the others (JSON shape, loops, stalls, length of a model's answer)
-// are about a model's output and do not apply to tool traffic.
-var textChecks = map[string]bool{"leak": true, "banned": true, "regex": true, "guard": true, "guard_llm": true, "guard_server": true}
+// it, and tool_policy, the check of tool calls (allow and deny lists,
+// rules over arguments, egress and shell rules), which judges each call
+// as it judges a model's. The others (JSON shape, loops, stalls, length of
+// a model's answer, a call's fit to the tools a chat request declared) are
+// about a model's output and do not apply to tool traffic.
+var textChecks = map[string]bool{"leak": true, "banned": true, "regex": true, "guard": true, "guard_llm": true, "guard_server": true,
+	"tool_policy": true}
 
 // Judge holds everything the proxy judges with. Build it with NewJudge;
 // it is safe for concurrent use.
@@ -97,21 +101,25 @@ func (j *Judge) LogText() bool { return j.text.LogText }
 
 var fixedClock = func() time.Time { return time.Unix(0, 0) }
 
-// checkText runs the policy's text checks over text as one output.
-func (j *Judge) checkText(id string, text string) (validator.Verdict, error) {
-	if len(j.text.Checks) == 0 || text == "" {
-		return validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease, Risk: validator.RiskLow}, nil
+// runChecks runs the checks of p over text as one output, and over call
+// (when given) as a tool call the output made; the tool the call names is
+// declared with its input schema, as a chat request declares its tools.
+func (j *Judge) runChecks(p *policy.Policy, id, text string, call *validator.ToolCall, schema json.RawMessage) (validator.Verdict, error) {
+	if len(p.Checks) == 0 || (text == "" && call == nil) {
+		return validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease, Risk: validator.RiskLow, Findings: []validator.Finding{}}, nil
 	}
-	return j.runChecks(j.text, id, text)
-}
-
-// runChecks runs the checks of p over text as one output.
-func (j *Judge) runChecks(p *policy.Policy, id, text string) (validator.Verdict, error) {
-	a, err := pipeline.New(p, &validator.Request{ID: id, Attempt: 1}, pipeline.Options{Now: fixedClock, Complete: true})
+	req := &validator.Request{ID: id, Attempt: 1}
+	if call != nil {
+		req.Tools = []validator.Tool{{Name: call.Name, Parameters: schema}}
+	}
+	a, err := pipeline.New(p, req, pipeline.Options{Now: fixedClock, Complete: true})
 	if err != nil {
 		return validator.Verdict{}, err
 	}
 	a.Write([]byte(text))
+	if call != nil {
+		a.ToolCall(*call)
+	}
 	pipeline.Wait(a, a.CloseAt(fixedClock()), fixedClock())
 	a.Stop()
 	// Every failure refuses: there is no retry between a client and a tool.
@@ -139,7 +147,8 @@ type ToolReport struct {
 	Tool     string
 	Findings []validator.Finding
 	Action   Action
-	Changed  bool // the tool differs from its pin
+	Changed  bool            // the tool differs from its pin
+	Schema   json.RawMessage // its input schema
 }
 
 // JudgeTool screens one listed tool: its description and every string in
@@ -155,7 +164,7 @@ func (j *Judge) JudgeTool(ctx context.Context, server string, raw json.RawMessag
 		OutputSchema json.RawMessage `json:"outputSchema"`
 	}
 	_ = json.Unmarshal(raw, &fields)
-	rep := ToolReport{Tool: t.Name}
+	rep := ToolReport{Tool: t.Name, Schema: fields.InputSchema}
 	texts := []struct{ where, text string }{{"description", t.Description}, {"title", t.Title}}
 	if t.Annotations != nil {
 		texts = append(texts, struct{ where, text string }{"annotations.title", t.Annotations.Title})
@@ -267,15 +276,21 @@ func argumentText(args json.RawMessage) string {
 }
 
 // JudgeCall judges a tools/call before it reaches the server: the call
-// policy, then the text checks over the argument strings. It returns the
-// failing verdict, or nil to let the call through.
-func (j *Judge) JudgeCall(ctx context.Context, server, id string, name string, args json.RawMessage) (*validator.Verdict, error) {
+// policy, then the policy's checks: the text checks over the argument
+// strings, and its tool-call checks (tool_policy) over the call, with the
+// tool declared by schema (its input schema from the listing, if seen).
+// It returns the failing verdict, or nil to let the call through.
+func (j *Judge) JudgeCall(ctx context.Context, server, id string, name string, args, schema json.RawMessage) (*validator.Verdict, error) {
+	call := validator.ToolCall{ID: id, Name: name, Arguments: string(args)}
+	if len(args) == 0 {
+		call.Arguments = "{}"
+	}
 	if j.Calls != nil {
-		if v := j.Calls.CheckCall(ctx, server, validator.ToolCall{ID: id, Name: name, Arguments: string(args)}); v != nil && v.Verdict == validator.Fail {
+		if v := j.Calls.CheckCall(ctx, server, call); v != nil && v.Verdict == validator.Fail {
 			return v, nil
 		}
 	}
-	v, err := j.checkText(id, argumentText(args))
+	v, err := j.runChecks(j.text, id, argumentText(args), &call, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -158,6 +158,22 @@ func normalize(msgs []json.RawMessage) []string {
 	return out
 }
 
+// splitReceived separates the answers to the client's requests from what
+// the server sent on its own.
+func splitReceived(msgs []json.RawMessage) (answers, others []json.RawMessage) {
+	for _, m := range msgs {
+		var probe struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(m, &probe) == nil && probe.Method == "" {
+			answers = append(answers, m)
+		} else {
+			others = append(others, m)
+		}
+	}
+	return answers, others
+}
+
 func asSet(msgs []string) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -191,20 +207,24 @@ func scrub(v any) any {
 	return v
 }
 
-// sameTranscripts fails the test where the two transcripts differ. Over
-// HTTP the messages on the server's GET stream and on the POST streams
-// interleave by timing, so there the received messages are compared as a
-// set (each notification once); the steps are always in order.
-func sameTranscripts(t *testing.T, direct, proxied transcript, ordered bool) {
+// sameTranscripts fails the test where the two transcripts differ. The
+// answers to the client's requests come in the order it asked; what the
+// server sends on its own (notifications, its requests, and on HTTP its
+// GET stream) interleaves with them by timing, so those are compared as
+// a set (each notification once). The steps are always in order.
+func sameTranscripts(t *testing.T, direct, proxied transcript) {
 	t.Helper()
+	da, dn := splitReceived(direct.Received)
+	pa, pn := splitReceived(proxied.Received)
 	for _, part := range []struct {
 		name string
-		a, b []json.RawMessage
-	}{{"received", direct.Received, proxied.Received}, {"steps", direct.Steps, proxied.Steps}} {
-		a, b := normalize(part.a), normalize(part.b)
-		if !ordered && part.name == "received" {
-			a, b = asSet(a), asSet(b)
-		}
+		a, b []string
+	}{
+		{"answers", normalize(da), normalize(pa)},
+		{"server messages", asSet(normalize(dn)), asSet(normalize(pn))},
+		{"steps", normalize(direct.Steps), normalize(proxied.Steps)},
+	} {
+		a, b := part.a, part.b
 		n := max(len(a), len(b))
 		diffs := 0
 		for i := 0; i < n && diffs < 5; i++ {
@@ -234,7 +254,7 @@ func TestDifferentialEverythingStdio(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "incidents.db")
 	proxied, stderr := runClient(t, cache, nil, "stdio", bin, "mcp", "stdio", "--name", "everything", "--incidents-db", db,
 		"--log-format", "json", "--", "node", everything, "stdio")
-	sameTranscripts(t, direct, proxied, true)
+	sameTranscripts(t, direct, proxied)
 	checkFeatures(t, proxied)
 	if strings.Contains(stderr, "tool flagged") {
 		t.Errorf("the reference server's own tools were flagged:\n%s", grepLines(stderr, "tool flagged"))
@@ -363,7 +383,7 @@ func TestDifferentialEverythingHTTP(t *testing.T) {
 	direct, _ := runClient(t, cache, nil, "http", upstream)
 	proxyURL := startAegisHTTP(t, upstream, filepath.Join(t.TempDir(), "incidents.db"), "--name", "everything")
 	proxied, _ := runClient(t, cache, nil, "http", proxyURL)
-	sameTranscripts(t, direct, proxied, false)
+	sameTranscripts(t, direct, proxied)
 	checkFeatures(t, proxied)
 	t.Logf("server-everything over Streamable HTTP: %d messages and %d steps the same directly and through aegis", len(direct.Received), len(direct.Steps))
 }
@@ -384,7 +404,7 @@ func TestDifferentialFilesystem(t *testing.T) {
 	for i := range proxied.Steps {
 		proxied.Steps[i] = bytes.ReplaceAll(proxied.Steps[i], []byte(rootB), []byte(rootA))
 	}
-	sameTranscripts(t, direct, proxied, true)
+	sameTranscripts(t, direct, proxied)
 	if !strings.Contains(joinRaw(proxied.Steps), "a note") {
 		t.Error("read_text_file did not return the note")
 	}

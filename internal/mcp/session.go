@@ -32,8 +32,24 @@ type Proxy struct {
 	// Now is the clock for timeouts and timings; nil means time.Now.
 	Now func() time.Time
 
-	mu     sync.Mutex
-	hidden map[string]validator.Finding // tools hidden from listings: calls to them are refused
+	mu      sync.Mutex
+	hidden  map[string]validator.Finding // tools hidden from listings: calls to them are refused
+	schemas map[string]json.RawMessage   // the input schema of every tool listed, by name
+}
+
+func (p *Proxy) schema(name string) json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.schemas[name]
+}
+
+func (p *Proxy) setSchema(name string, schema json.RawMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.schemas == nil {
+		p.schemas = map[string]json.RawMessage{}
+	}
+	p.schemas[name] = schema
 }
 
 func (p *Proxy) now() time.Time {
@@ -154,7 +170,7 @@ func (s *Session) judgeCall(ctx context.Context, c *call, name string, args json
 	if f, ok := s.p.hiddenTool(name); ok {
 		return failVerdict(f.Reason, validator.RiskHigh, f)
 	}
-	v, err := s.p.Judge.JudgeCall(ctx, s.p.Server, c.reqID, name, args)
+	v, err := s.p.Judge.JudgeCall(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name))
 	if err != nil {
 		return failVerdict(validator.ReasonGuardUnavailable, validator.RiskMedium,
 			validator.Finding{Check: "mcp", Reason: validator.ReasonGuardUnavailable, Message: err.Error()})
@@ -302,6 +318,7 @@ func (s *Session) judgeListing(ctx context.Context, m *Message) []byte {
 			kept = append(kept, raw)
 			continue
 		}
+		s.p.setSchema(rep.Tool, rep.Schema)
 		if len(rep.Findings) == 0 {
 			s.p.setHidden(rep.Tool, nil)
 			kept = append(kept, raw)
