@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -101,6 +102,12 @@ func copyHeaders(dst, src http.Header) {
 }
 
 func (h *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" && !localOrigin(o) {
+		// A web page the user opened must not reach a local MCP server
+		// through the browser (DNS rebinding): only local origins pass.
+		http.Error(w, "aegis: requests from origin "+o+" are refused", http.StatusForbidden)
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		h.post(w, r)
@@ -112,6 +119,20 @@ func (h *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.forward(w, r, nil, nil, nil)
 	}
+}
+
+// localOrigin reports whether an Origin header names this machine.
+func localOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

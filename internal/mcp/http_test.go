@@ -238,3 +238,23 @@ func TestHTTPClientDisconnectCancelsTheUpstream(t *testing.T) {
 		t.Fatal("the upstream request was not cancelled when the client went away")
 	}
 }
+
+func TestHTTPRefusesForeignOrigins(t *testing.T) {
+	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer us.Close()
+	proxyURL, _ := startHTTPProxy(t, testJudge(t, ""), us.URL)
+	for _, c := range []struct {
+		origin string
+		status int
+	}{{"", 200}, {"http://localhost:6274", 200}, {"http://127.0.0.1:3000", 200}, {"https://evil.example", 403}, {"http://attacker.localhost.example", 403}} {
+		hdr := map[string]string{"Content-Type": "application/json"}
+		if c.origin != "" {
+			hdr["Origin"] = c.origin
+		}
+		if resp, _ := do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, hdr); resp.StatusCode != c.status {
+			t.Errorf("origin %q: status %d, want %d", c.origin, resp.StatusCode, c.status)
+		}
+	}
+}

@@ -443,7 +443,18 @@ func (p *Proxy) finishText(c *call, v *validator.Verdict, outcome, metric string
 	}
 	p.publish(events.Event{Kind: events.RequestFinished, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server,
 		Model: c.tool, Outcome: outcome, Duration: now.Sub(c.start)})
-	p.Metrics.call(p.Server, c.tool, metric)
+	p.Metrics.call(p.Server, p.metricTool(c.tool), metric)
+}
+
+// metricTool bounds the tool label to the tools the server listed, so a
+// client naming random tools cannot grow the metrics without end.
+func (p *Proxy) metricTool(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.schemas[name]; ok || len(p.schemas) == 0 && name == "(unknown)" {
+		return name
+	}
+	return "(unlisted)"
 }
 
 // flagTool records a flagged tool in a listing as an incident.
