@@ -44,7 +44,13 @@ type httpSession struct {
 // sessionIdle is how long an MCP session unused is remembered.
 const sessionIdle = time.Hour
 
+// session returns the state of the MCP session id. Requests without a
+// session id (initialize, or a server without sessions) each get state of
+// their own: two clients may both send an initialize with id 0.
 func (h *HTTPProxy) session(id string) *Session {
+	if id == "" {
+		return h.Proxy.NewSession()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.Proxy.now()

@@ -258,3 +258,35 @@ func TestHTTPRefusesForeignOrigins(t *testing.T) {
 		}
 	}
 }
+
+func TestHTTPConcurrentInitializeWithoutSession(t *testing.T) {
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		writeJSON(w, http.StatusOK, []byte(`{"jsonrpc":"2.0","id":0,"result":{}}`))
+	}))
+	defer us.Close()
+	proxyURL, _ := startHTTPProxy(t, testJudge(t, ""), us.URL)
+	bodies := make(chan string, 2)
+	for range 2 {
+		go func() {
+			_, b := do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`, map[string]string{"Content-Type": "application/json"})
+			bodies <- b
+		}()
+	}
+	for range 2 {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatal("both initializes did not reach the server: one was refused as a duplicate")
+		}
+	}
+	close(release)
+	for range 2 {
+		if b := <-bodies; !strings.Contains(b, `"result"`) {
+			t.Errorf("initialize: %s", b)
+		}
+	}
+}
