@@ -15,6 +15,7 @@
 //	actions:               # <reason code>: how to act on it
 //	  repetition_loop: {action: retry_with_correction, risk: medium, max_retries: 1}
 //	guard: {...}           # kept raw for the guard; see DecodeGuard
+//	mcp: {...}             # kept raw for the MCP proxy (package mcp)
 //
 // Each check section is decoded into the Config value of the check's
 // validator.Spec, with the same strictness. Sections absent from the file
@@ -145,6 +146,9 @@ type Policy struct {
 	Rules map[validator.Reason]Rule
 	// Guard is the raw guard section (zero Kind when absent).
 	Guard yaml.Node
+	// MCP is the raw mcp section, decoded by the MCP proxy (zero Kind
+	// when absent).
+	MCP yaml.Node
 	// Registry is the registry the checks were resolved in.
 	Registry *validator.Registry
 
@@ -285,6 +289,7 @@ type file struct {
 	Checks      yaml.Node `yaml:"checks"`
 	Actions     yaml.Node `yaml:"actions"`
 	Guard       yaml.Node `yaml:"guard"`
+	MCP         yaml.Node `yaml:"mcp"`
 }
 
 // Parse decodes a policy document; name is used in errors. Sections left
@@ -335,6 +340,7 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 		return nil, wrap(err)
 	}
 	p.Guard = f.Guard
+	p.MCP = f.MCP
 	return p, nil
 }
 

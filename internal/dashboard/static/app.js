@@ -75,6 +75,7 @@ function renderRow(id, r) {
 
 function apply(e) {
   if (e.kind === "guard_status" || (e.kind === "verdict" && e.guard_device)) return;
+  if (e.kind === "request_finished" && (e.route || "").startsWith("mcp ")) mcpCount(e);
   const r = row(e), d = r.d;
   d.model = d.model || e.model;
   d.upstream = d.upstream || e.upstream;
@@ -279,6 +280,7 @@ function connect() {
   src.addEventListener("snapshot", (m) => {
     const s = JSON.parse(m.data);
     rows.clear();
+    mcpTools.clear();
     $("requests").replaceChildren();
     latencies = [];
     for (const e of s.events || []) apply(e);
@@ -342,3 +344,30 @@ $("all-gateways").addEventListener("change", () => { incidents = []; renderIncid
 drawChart();
 connect();
 pollFleet();
+
+// ---- MCP tools: calls and listings through aegis mcp, per server and tool ----
+
+const mcpTools = new Map(); // "server\u0000tool" → {server, tool, lists, calls, outcomes}
+
+function mcpCount(e) {
+  const key = (e.upstream || "") + "\u0000" + (e.model || "");
+  let t = mcpTools.get(key);
+  if (!t) { t = { server: e.upstream || "", tool: e.model || "", flagged: 0, calls: 0, outcomes: {} }; mcpTools.set(key, t); }
+  if (e.route === "mcp tools/list") t.flagged++;
+  else { t.calls++; t.outcomes[e.outcome] = (t.outcomes[e.outcome] || 0) + 1; }
+  renderMCP();
+}
+
+function renderMCP() {
+  const tb = $("mcp-tools");
+  $("mcp").hidden = mcpTools.size === 0;
+  const list = [...mcpTools.values()].sort((a, b) => a.server.localeCompare(b.server) || a.tool.localeCompare(b.tool));
+  tb.replaceChildren(...list.map((t) => {
+    const tr = el("tr");
+    const outcomes = Object.entries(t.outcomes).map(([k, v]) => k + " " + v).join(", ");
+    for (const v of [t.server, t.tool, String(t.calls), outcomes || "–", t.flagged ? "flagged " + t.flagged + "×" : ""]) tr.append(el("td", null, v));
+    tr.children[2].className = "num";
+    tr.lastChild.className = t.flagged ? "reason" : "";
+    return tr;
+  }));
+}

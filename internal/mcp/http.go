@@ -1,0 +1,426 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// HTTPProxy is a Streamable HTTP reverse proxy in front of one MCP server
+// endpoint. POSTs carry the client's messages (judged before they are
+// forwarded); the answers come back as JSON or as an event stream, and GET
+// opens the server's own event stream, resumable with Last-Event-ID. Every
+// event keeps its id, so resumption works through the proxy. Headers
+// (Mcp-Session-Id, MCP-Protocol-Version, Authorization, ...) pass both
+// ways.
+type HTTPProxy struct {
+	Proxy    *Proxy
+	Upstream *url.URL
+	// Client sends the upstream requests; nil means a client without a
+	// timeout (event streams are long-lived).
+	Client *http.Client
+
+	mu       sync.Mutex
+	sessions map[string]*httpSession
+}
+
+type httpSession struct {
+	s    *Session
+	seen time.Time
+}
+
+// sessionIdle is how long an MCP session unused is remembered.
+const sessionIdle = time.Hour
+
+// session returns the state of the MCP session id. Requests without a
+// session id (initialize, or a server without sessions) each get state of
+// their own: two clients may both send an initialize with id 0.
+func (h *HTTPProxy) session(id string) *Session {
+	if id == "" {
+		return h.Proxy.NewSession()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.Proxy.now()
+	if h.sessions == nil {
+		h.sessions = map[string]*httpSession{}
+	}
+	hs, ok := h.sessions[id]
+	if !ok {
+		for k, o := range h.sessions {
+			if now.Sub(o.seen) > sessionIdle && o.s.Pending() == 0 {
+				delete(h.sessions, k)
+			}
+		}
+		hs = &httpSession{s: h.Proxy.NewSession()}
+		h.sessions[id] = hs
+	}
+	hs.seen = now
+	return hs.s
+}
+
+func (h *HTTPProxy) dropSession(id string) {
+	h.mu.Lock()
+	delete(h.sessions, id)
+	h.mu.Unlock()
+}
+
+// Sessions returns how many MCP sessions the proxy remembers.
+func (h *HTTPProxy) Sessions() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.sessions)
+}
+
+func (h *HTTPProxy) client() *http.Client {
+	if h.Client != nil {
+		return h.Client
+	}
+	return http.DefaultClient
+}
+
+// hopHeaders are not forwarded (RFC 9110 §7.6.1), nor are the ones the
+// proxy sets itself.
+var hopHeaders = map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true, "Content-Length": true, "Host": true, "Accept-Encoding": true}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[http.CanonicalHeaderKey(k)] {
+			continue
+		}
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+}
+
+func (h *HTTPProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o := r.Header.Get("Origin"); o != "" && !localOrigin(o) {
+		// A web page the user opened must not reach a local MCP server
+		// through the browser (DNS rebinding): only local origins pass.
+		http.Error(w, "aegis: requests from origin "+o+" are refused", http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodGet:
+		h.forward(w, r, nil, h.session(r.Header.Get("Mcp-Session-Id")), nil)
+	case http.MethodDelete:
+		h.dropSession(r.Header.Get("Mcp-Session-Id"))
+		h.forward(w, r, nil, nil, nil)
+	default:
+		h.forward(w, r, nil, nil, nil)
+	}
+}
+
+// localOrigin reports whether an Origin header names this machine.
+func localOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+func (h *HTTPProxy) post(w http.ResponseWriter, r *http.Request) {
+	limit := h.Proxy.Judge.Config.MaxMessageBytes
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse(nil, jsonrpc.CodeParseError, "aegis: reading the request: "+err.Error(), nil))
+		return
+	}
+	if len(body) > limit {
+		writeJSON(w, http.StatusRequestEntityTooLarge, ErrorResponse(nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("aegis: message over the limit of %d bytes (max_message_bytes)", limit), nil))
+		return
+	}
+	sess := h.session(r.Header.Get("Mcp-Session-Id"))
+	up, back := sess.FromClient(r.Context(), body)
+	if up == nil {
+		status := http.StatusOK
+		if m, err := Decode(body); err != nil || m.Kind != KindRequest {
+			status = http.StatusBadRequest
+		}
+		writeJSON(w, status, back)
+		return
+	}
+	var wait *json.RawMessage // the id whose answer this POST's response carries
+	if m, err := Decode(body); err == nil && m.Kind == KindRequest {
+		id := m.ID
+		wait = &id
+	}
+	h.forward(w, r, up, sess, wait)
+}
+
+// forward sends r (with body when given) to the upstream and streams the
+// answer back, judging every message in it through sess (nil: raw).
+// wait is the id of the request the answer is for, if any: when the
+// server fails to answer it (an error status, a stream cut before it
+// without a resumable event id, the call timeout), the client gets a
+// JSON-RPC error for it.
+func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte, sess *Session, wait *json.RawMessage) {
+	ctx := r.Context()
+	if wait != nil && h.Proxy.Judge.Config.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Proxy.Judge.Config.CallTimeout)
+		defer cancel()
+	}
+	target := *h.Upstream
+	if r.URL.RawQuery != "" {
+		target.RawQuery = r.URL.RawQuery
+	}
+	var rb io.Reader
+	if body != nil {
+		rb = bytes.NewReader(body)
+	} else if r.Body != nil && r.Method != http.MethodGet {
+		rb = r.Body
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, target.String(), rb)
+	if err != nil {
+		h.failed(w, sess, wait, http.StatusBadGateway, err)
+		return
+	}
+	copyHeaders(req.Header, r.Header)
+	if body != nil {
+		req.ContentLength = int64(len(body))
+	}
+	resp, err := h.client().Do(req)
+	if err != nil {
+		h.failed(w, sess, wait, http.StatusBadGateway, err)
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header)
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case sess != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(ct, "text/event-stream"):
+		w.WriteHeader(resp.StatusCode)
+		h.stream(ctx, w, resp.Body, sess, wait)
+	case sess != nil && resp.StatusCode == http.StatusOK && strings.HasPrefix(ct, "application/json"):
+		max := int64(h.Proxy.Judge.Config.MaxResultBytes + h.Proxy.Judge.Config.MaxMessageBytes)
+		b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+		if err != nil || int64(len(b)) > max {
+			if err == nil {
+				err = fmt.Errorf("the answer is over %d bytes", max)
+			}
+			w.Header().Del("Content-Type")
+			h.failed(w, sess, wait, http.StatusBadGateway, err)
+			return
+		}
+		out := sess.FromServer(ctx, b)
+		if out == nil {
+			out = ErrorResponse(idOrNil(wait), CodeServerGone, "aegis: the server's answer was not a JSON-RPC message", nil)
+		}
+		w.WriteHeader(resp.StatusCode)
+		w.Write(out)
+	default:
+		if wait != nil && sess != nil && resp.StatusCode >= 400 {
+			sess.forget(string(*wait))
+		}
+		w.WriteHeader(resp.StatusCode)
+		copyFlushing(w, resp.Body)
+	}
+}
+
+func idOrNil(id *json.RawMessage) json.RawMessage {
+	if id == nil {
+		return nil
+	}
+	return *id
+}
+
+// failed answers a request the upstream could not take: a JSON-RPC error
+// for the request's id, or a bare status.
+func (h *HTTPProxy) failed(w http.ResponseWriter, sess *Session, wait *json.RawMessage, status int, err error) {
+	h.Proxy.Judge.Log.Warn("mcp: upstream request failed", "server", h.Proxy.Server, "err", err.Error())
+	if wait == nil {
+		http.Error(w, "aegis: the MCP server did not answer: "+err.Error(), status)
+		return
+	}
+	code, msg := CodeServerGone, "aegis: the MCP server did not answer: "+err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
+	}
+	h.answerFailed(sess, *wait)
+	writeJSON(w, status, ErrorResponse(*wait, code, msg, nil))
+}
+
+func (h *HTTPProxy) answerFailed(sess *Session, id json.RawMessage) {
+	if sess == nil {
+		return
+	}
+	key := string(bytes.TrimSpace(id))
+	sess.mu.Lock()
+	c := sess.pending[key]
+	delete(sess.pending, key)
+	sess.mu.Unlock()
+	if c != nil && c.reqID != "" {
+		h.Proxy.finish(c, nil, "halted", OutcomeServerGone, h.Proxy.now())
+	}
+}
+
+func copyFlushing(w http.ResponseWriter, r io.Reader) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stream copies an event stream, judging the message in every event's
+// data and keeping every other field (id, event, retry, comments) as it
+// came.
+func (h *HTTPProxy) stream(ctx context.Context, w http.ResponseWriter, body io.Reader, sess *Session, wait *json.RawMessage) {
+	f, _ := w.(http.Flusher)
+	flush := func() {
+		if f != nil {
+			f.Flush()
+		}
+	}
+	flush()
+	limit := h.Proxy.Judge.Config.MaxResultBytes + h.Proxy.Judge.Config.MaxMessageBytes
+	br := bufio.NewReaderSize(body, 64<<10)
+	var other []byte // the event's lines other than data, as they came
+	var data, rawData []byte
+	hasData, resumable, answered := false, false, false
+	waitKey := ""
+	if wait != nil {
+		waitKey = string(bytes.TrimSpace(*wait))
+	}
+	var line []byte
+	for {
+		var err error
+		line, err = readSSELine(br, line[:0], limit)
+		if err != nil {
+			break
+		}
+		trimmed := bytes.TrimRight(line, "\r\n")
+		if len(trimmed) == 0 { // the end of an event
+			if hasData {
+				msg := sess.FromServer(ctx, data)
+				if waitKey != "" && msg != nil && respondsTo(msg, waitKey) {
+					answered = true
+				}
+				w.Write(other)
+				switch {
+				case msg == nil:
+				case bytes.Equal(msg, data):
+					w.Write(rawData)
+				default:
+					w.Write([]byte("data: "))
+					w.Write(msg)
+					w.Write([]byte("\n"))
+				}
+				w.Write([]byte("\n"))
+			} else if len(other) > 0 {
+				w.Write(other)
+				w.Write([]byte("\n"))
+			}
+			flush()
+			other, data, rawData, hasData = other[:0], data[:0], rawData[:0], false
+			continue
+		}
+		field, value, _ := bytes.Cut(trimmed, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "data":
+			if hasData {
+				data = append(data, '\n')
+			}
+			data = append(data, value...)
+			rawData = append(rawData, line...)
+			hasData = true
+		case "id":
+			if len(value) > 0 {
+				resumable = true
+			}
+			other = append(other, line...)
+		default:
+			other = append(other, line...)
+		}
+	}
+	if waitKey != "" && !answered && !resumable && sess.hasPending(waitKey) {
+		// The stream ended without the answer and cannot be resumed.
+		code, msg := CodeServerGone, "aegis: the MCP server closed the stream before answering"
+		if ctx.Err() == context.DeadlineExceeded {
+			code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
+		}
+		h.answerFailed(sess, *wait)
+		w.Write([]byte("event: message\ndata: "))
+		w.Write(ErrorResponse(*wait, code, msg, nil))
+		w.Write([]byte("\n\n"))
+		flush()
+	}
+}
+
+func (s *Session) hasPending(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.pending[key]
+	return ok
+}
+
+// respondsTo reports whether msg is the response to the request key.
+func respondsTo(msg []byte, key string) bool {
+	m, err := Decode(msg)
+	return err == nil && m.Kind == KindResponse && m.IDKey() == key
+}
+
+var errSSELine = errors.New("event stream line over the size limit")
+
+// readSSELine reads one line with its line end into buf.
+func readSSELine(br *bufio.Reader, buf []byte, limit int) ([]byte, error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		buf = append(buf, frag...)
+		if len(buf) > limit {
+			return buf, errSSELine
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if len(buf) > 0 && errors.Is(err, io.EOF) {
+				return append(buf, '\n'), nil
+			}
+			return buf, err
+		}
+		return buf, nil
+	}
+}

@@ -1,0 +1,482 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Route is the events' route for MCP traffic: "mcp " and the method.
+const routePrefix = "mcp "
+
+// Proxy is what the sessions of one proxied server share: the judge, the
+// server's name (for pins, metrics and incidents), the event bus, and the
+// tools hidden from its listings.
+type Proxy struct {
+	Judge  *Judge
+	Server string
+	Bus    *events.Bus
+	// Metrics counts calls; nil counts nothing.
+	Metrics *Metrics
+	// Now is the clock for timeouts and timings; nil means time.Now.
+	Now func() time.Time
+
+	mu      sync.Mutex
+	hidden  map[string]validator.Finding // tools hidden from listings: calls to them are refused
+	schemas map[string]json.RawMessage   // the input schema of every tool listed, by name
+}
+
+func (p *Proxy) schema(name string) json.RawMessage {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.schemas[name]
+}
+
+func (p *Proxy) setSchema(name string, schema json.RawMessage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.schemas == nil {
+		p.schemas = map[string]json.RawMessage{}
+	}
+	p.schemas[name] = schema
+}
+
+func (p *Proxy) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Proxy) hiddenTool(name string) (validator.Finding, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, ok := p.hidden[name]
+	return f, ok
+}
+
+func (p *Proxy) setHidden(name string, f *validator.Finding) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f == nil {
+		delete(p.hidden, name)
+		return
+	}
+	if p.hidden == nil {
+		p.hidden = map[string]validator.Finding{}
+	}
+	p.hidden[name] = *f
+}
+
+// call is a client request in flight.
+type call struct {
+	method, tool string
+	reqID        string // the events' request id (tools/call only)
+	start        time.Time
+	deadline     time.Time
+}
+
+// Session is the judging state of one client connection (a stdio pipe, or
+// one Mcp-Session-Id): the client's requests in flight, by id. It is safe
+// for concurrent use.
+type Session struct {
+	p  *Proxy
+	mu sync.Mutex
+	// pending are the client's requests the server has not answered.
+	pending map[string]*call
+}
+
+// NewSession starts the state of one client connection.
+func (p *Proxy) NewSession() *Session { return &Session{p: p, pending: map[string]*call{}} }
+
+// FromClient judges one message from the client. It returns what to send
+// the server (nil: nothing) and what to answer the client at once (nil:
+// nothing): an error for a malformed message, a duplicate id or a refused
+// call.
+func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClient []byte) {
+	m, err := Decode(raw)
+	if err != nil {
+		return nil, ErrorResponse(lenientID(raw), Code(err), "aegis: malformed JSON-RPC message from the client: "+err.Error(), nil)
+	}
+	switch m.Kind {
+	case KindNotification:
+		if m.Method == "notifications/cancelled" {
+			s.cancelled(m.Params)
+		}
+		return raw, nil
+	case KindResponse:
+		return raw, nil // an answer to the server's sampling, elicitation or roots request
+	}
+	key := m.IDKey()
+	now := s.p.now()
+	c := &call{method: m.Method, start: now}
+	if t := s.p.Judge.Config.CallTimeout; t > 0 {
+		c.deadline = now.Add(t)
+	}
+	s.mu.Lock()
+	_, dup := s.pending[key]
+	if !dup {
+		s.pending[key] = c
+	}
+	s.mu.Unlock()
+	if dup {
+		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
+	}
+	if m.Method != "tools/call" {
+		return raw, nil
+	}
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+		s.forget(key)
+		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, "aegis: tools/call needs params with a tool name", nil)
+	}
+	c.tool = params.Name
+	c.reqID = newRequestID()
+	s.p.publish(events.Event{Kind: events.RequestStarted, RequestID: c.reqID, Route: routePrefix + "tools/call", Upstream: s.p.Server, Model: c.tool})
+	v := s.judgeCall(ctx, c, params.Name, params.Arguments)
+	if v == nil {
+		return raw, nil
+	}
+	s.forget(key)
+	v.Action = validator.ActionBlock
+	text := ""
+	if s.p.Judge.LogText() { // the text the findings' offsets point into
+		text = argumentText(params.Arguments)
+	}
+	s.p.finishText(c, v, events.OutcomeBlocked, OutcomeRefused, now, text)
+	msg := fmt.Sprintf("aegis_%s: Aegis refused the call to tool %q", v.Reason, params.Name)
+	if len(v.Findings) > 0 && v.Findings[0].Message != "" {
+		msg += ": " + v.Findings[0].Message
+	}
+	return nil, ErrorResponse(m.ID, CodeRefused, msg, map[string]any{"reason": v.Reason, "tool": params.Name, "verdict": v})
+}
+
+func (s *Session) judgeCall(ctx context.Context, c *call, name string, args json.RawMessage) *validator.Verdict {
+	if f, ok := s.p.hiddenTool(name); ok {
+		return failVerdict(f.Reason, validator.RiskHigh, f)
+	}
+	v, err := s.p.Judge.JudgeCall(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name))
+	if err != nil {
+		return failVerdict(validator.ReasonGuardUnavailable, validator.RiskMedium,
+			validator.Finding{Check: "mcp", Reason: validator.ReasonGuardUnavailable, Message: err.Error()})
+	}
+	return v
+}
+
+func (s *Session) forget(key string) {
+	s.mu.Lock()
+	delete(s.pending, key)
+	s.mu.Unlock()
+}
+
+// cancelled drops a request the client cancelled: the server should not
+// answer it, and if it does, the answer is judged by its shape.
+func (s *Session) cancelled(params json.RawMessage) {
+	var p struct {
+		RequestID json.RawMessage `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil || len(p.RequestID) == 0 {
+		return
+	}
+	key := string(bytes.TrimSpace(p.RequestID))
+	s.mu.Lock()
+	c := s.pending[key]
+	delete(s.pending, key)
+	s.mu.Unlock()
+	if c != nil && c.reqID != "" {
+		s.p.finish(c, nil, events.OutcomeCancelled, OutcomeCancelled, s.p.now())
+	}
+}
+
+// FromServer judges one message from the server and returns what to send
+// the client (nil: nothing). Requests and notifications pass unchanged;
+// responses to tools/list, tools/call and tasks/result are judged.
+func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
+	m, err := Decode(raw)
+	if err != nil {
+		s.p.Judge.Log.Warn("mcp: dropped a malformed message from the server", "server", s.p.Server, "err", err.Error())
+		return nil
+	}
+	if m.Kind != KindResponse {
+		return raw
+	}
+	key := m.IDKey()
+	s.mu.Lock()
+	c, ok := s.pending[key]
+	delete(s.pending, key)
+	s.mu.Unlock()
+	if !ok {
+		// An answer to nothing in flight: a timed-out or cancelled call, or
+		// one replayed on a resumed stream. Judge it by its shape.
+		return s.judgeByShape(ctx, m)
+	}
+	return s.judgeResponse(ctx, m, c)
+}
+
+func (s *Session) judgeResponse(ctx context.Context, m *Message, c *call) []byte {
+	switch c.method {
+	case "tools/list":
+		if m.Result == nil {
+			return m.Raw
+		}
+		return s.judgeListing(ctx, m)
+	case "tools/call", "tasks/result":
+		if m.Result == nil {
+			if c.reqID != "" {
+				s.p.finish(c, nil, events.OutcomeRejected, OutcomeError, s.p.now())
+			}
+			return m.Raw
+		}
+		return s.judgeResult(ctx, m, c)
+	}
+	return m.Raw
+}
+
+func (s *Session) judgeByShape(ctx context.Context, m *Message) []byte {
+	if m.Result == nil {
+		return m.Raw
+	}
+	var shape struct {
+		Tools   json.RawMessage `json:"tools"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(m.Result, &shape) != nil {
+		return m.Raw
+	}
+	switch {
+	case shape.Tools != nil:
+		return s.judgeListing(ctx, m)
+	case shape.Content != nil:
+		return s.judgeResult(ctx, m, &call{method: "tools/call", tool: "(unknown)", start: s.p.now()})
+	}
+	return m.Raw
+}
+
+func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
+	id := c.reqID
+	if id == "" {
+		id = newRequestID()
+	}
+	out, v, outcome := s.p.Judge.JudgeResult(ctx, id, c.tool, m.Result)
+	if c.reqID == "" && outcome != ResultPassed { // tasks/result or an answer by shape: a request of its own in the log
+		c.reqID = id
+		s.p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: routePrefix + c.method, Upstream: s.p.Server, Model: c.tool})
+	}
+	if c.reqID != "" {
+		switch outcome {
+		case ResultPassed:
+			s.p.finish(c, nil, events.OutcomeReleased, OutcomeAllowed, s.p.now())
+		case ResultRedacted:
+			s.p.finish(c, v, events.OutcomeRepaired, OutcomeRedacted, s.p.now())
+		case ResultWithheld:
+			s.p.finish(c, v, events.OutcomeHalted, OutcomeWithheld, s.p.now())
+		}
+	}
+	if outcome == ResultPassed {
+		return m.Raw
+	}
+	b, err := ResultResponse(m.ID, out)
+	if err != nil {
+		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged result", nil)
+	}
+	return b
+}
+
+// judgeListing screens a tools/list result: poisoned or changed tools are
+// listed with a warning, hidden, or the listing is refused, by policy.
+func (s *Session) judgeListing(ctx context.Context, m *Message) []byte {
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		return m.Raw
+	}
+	var tools []json.RawMessage
+	if err := json.Unmarshal(res["tools"], &tools); err != nil {
+		return m.Raw
+	}
+	kept := tools[:0:0]
+	hid := 0
+	var refused *validator.Verdict
+	for _, raw := range tools {
+		rep, err := s.p.Judge.JudgeTool(ctx, s.p.Server, raw)
+		if err != nil {
+			s.p.Judge.Log.Warn("mcp: a listed tool was not judged", "server", s.p.Server, "err", err.Error())
+			kept = append(kept, raw)
+			continue
+		}
+		s.p.setSchema(rep.Tool, rep.Schema)
+		if len(rep.Findings) == 0 {
+			s.p.setHidden(rep.Tool, nil)
+			kept = append(kept, raw)
+			continue
+		}
+		v := worst(rep.Findings)
+		v.Reason = validator.ReasonPromptInjection
+		s.p.flagTool(rep, v)
+		switch rep.Action {
+		case ActionWarn:
+			s.p.setHidden(rep.Tool, nil)
+			kept = append(kept, raw)
+		case ActionHide:
+			s.p.setHidden(rep.Tool, &rep.Findings[0])
+			hid++
+		case ActionRefuse:
+			s.p.setHidden(rep.Tool, &rep.Findings[0])
+			if refused == nil {
+				refused = v
+			}
+		}
+	}
+	if refused != nil {
+		return ErrorResponse(m.ID, CodeRefused, "aegis_prompt_injection: Aegis refused the tool listing: "+refused.Findings[0].Message,
+			map[string]any{"reason": refused.Reason, "verdict": refused})
+	}
+	if hid == 0 {
+		return m.Raw
+	}
+	list, _ := json.Marshal(kept)
+	res["tools"] = list
+	b, err := ResultResponse(m.ID, res)
+	if err != nil {
+		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged tool list", nil)
+	}
+	return b
+}
+
+// Abort answers every request in flight with an error (the server exited
+// or closed its stream) and forgets them.
+func (s *Session) Abort(code int, msg string) [][]byte {
+	s.mu.Lock()
+	pending := s.pending
+	s.pending = map[string]*call{}
+	s.mu.Unlock()
+	out := make([][]byte, 0, len(pending))
+	now := s.p.now()
+	for key, c := range pending {
+		out = append(out, ErrorResponse(json.RawMessage(key), code, msg, nil))
+		if c.reqID != "" {
+			s.p.finish(c, nil, events.OutcomeHalted, OutcomeServerGone, now)
+		}
+	}
+	return out
+}
+
+// Expire answers the requests past their deadline with a timeout error
+// and returns the cancellations to send the server.
+func (s *Session) Expire(now time.Time) (toClient, toServer [][]byte) {
+	s.mu.Lock()
+	var keys []string
+	var calls []*call
+	for k, c := range s.pending {
+		if !c.deadline.IsZero() && !now.Before(c.deadline) {
+			keys = append(keys, k)
+			calls = append(calls, c)
+			delete(s.pending, k)
+		}
+	}
+	s.mu.Unlock()
+	for i, k := range keys {
+		c := calls[i]
+		toClient = append(toClient, ErrorResponse(json.RawMessage(k), CodeTimeout,
+			fmt.Sprintf("aegis: the server did not answer %s within %s (call_timeout)", c.method, s.p.Judge.Config.CallTimeout), nil))
+		toServer = append(toServer, Notification("notifications/cancelled", map[string]any{
+			"requestId": json.RawMessage(k), "reason": "timed out in Aegis"}))
+		if c.reqID != "" {
+			s.p.finish(c, nil, events.OutcomeHalted, OutcomeTimeout, now)
+		}
+	}
+	return toClient, toServer
+}
+
+// Pending returns how many client requests are in flight.
+func (s *Session) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// lenientID digs the id out of a message that did not decode, so its
+// error can still be matched to it; null when there is none.
+func lenientID(raw []byte) json.RawMessage {
+	var e struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &e) == nil && len(e.ID) > 0 && validID(e.ID) == nil {
+		return e.ID
+	}
+	return nil
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "mcp-" + hex.EncodeToString(b[:])
+}
+
+func (p *Proxy) publish(e events.Event) { p.Bus.Publish(e) }
+
+// finish publishes the end of a tools/call: a Halt carrying the verdict
+// when one failed (the incident), and RequestFinished with the outcome.
+func (p *Proxy) finish(c *call, v *validator.Verdict, outcome, metric string, now time.Time) {
+	p.finishText(c, v, outcome, metric, now, "")
+}
+
+// finishText is finish with the text the verdict judged, for the
+// incident; it is given only when the policy allows logging text.
+func (p *Proxy) finishText(c *call, v *validator.Verdict, outcome, metric string, now time.Time, text string) {
+	if v != nil {
+		p.publish(events.Event{Kind: events.Halt, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server, Model: c.tool, Attempt: 1, Verdict: v, Text: text})
+	}
+	p.publish(events.Event{Kind: events.RequestFinished, RequestID: c.reqID, Route: routePrefix + c.method, Upstream: p.Server,
+		Model: c.tool, Outcome: outcome, Duration: now.Sub(c.start)})
+	p.Metrics.call(p.Server, p.metricTool(c.tool), metric)
+}
+
+// metricTool bounds the tool label to the tools the server listed, so a
+// client naming random tools cannot grow the metrics without end.
+func (p *Proxy) metricTool(name string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.schemas[name]; ok || len(p.schemas) == 0 && name == "(unknown)" {
+		return name
+	}
+	return "(unlisted)"
+}
+
+// flagTool records a flagged tool in a listing as an incident.
+func (p *Proxy) flagTool(rep ToolReport, v *validator.Verdict) {
+	id := newRequestID()
+	route := routePrefix + "tools/list"
+	p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool})
+	vv := *v
+	outcome := events.OutcomeBlocked
+	if rep.Action == ActionWarn {
+		vv.Action = validator.ActionRelease
+		outcome = events.OutcomeReleased
+	} else {
+		vv.Action = validator.ActionBlock
+	}
+	p.publish(events.Event{Kind: events.Halt, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Attempt: 1, Verdict: &vv})
+	p.publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Outcome: outcome})
+	p.Metrics.tool(p.Server, rep.Tool, rep)
+	msgs := make([]string, 0, len(rep.Findings))
+	for _, f := range rep.Findings {
+		msgs = append(msgs, f.Message)
+	}
+	p.Judge.Log.Warn("mcp: tool flagged", "server", p.Server, "tool", rep.Tool, "action", rep.Action.String(),
+		"changed", rep.Changed, "findings", strings.Join(msgs, "; "))
+}
