@@ -41,8 +41,14 @@ type httpSession struct {
 	seen time.Time
 }
 
-// sessionIdle is how long an MCP session unused is remembered.
-const sessionIdle = time.Hour
+// sessionIdle is how long an MCP session unused is remembered, and
+// maxSessions how many are; past it a session's requests are judged
+// without the state of its earlier ones (duplicate ids across requests go
+// unnoticed, answers are judged by their shape).
+const (
+	sessionIdle = time.Hour
+	maxSessions = 4096
+)
 
 // session returns the state of the MCP session id. Requests without a
 // session id (initialize, or a server without sessions) each get state of
@@ -63,6 +69,9 @@ func (h *HTTPProxy) session(id string) *Session {
 			if now.Sub(o.seen) > sessionIdle && o.s.Pending() == 0 {
 				delete(h.sessions, k)
 			}
+		}
+		if len(h.sessions) >= maxSessions { // session ids come from clients: bound what they cost
+			return h.Proxy.NewSession()
 		}
 		hs = &httpSession{s: h.Proxy.NewSession()}
 		h.sessions[id] = hs

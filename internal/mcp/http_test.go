@@ -290,3 +290,37 @@ func TestHTTPConcurrentInitializeWithoutSession(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSSEStream feeds arbitrary event streams through the proxy's
+// rewriter: it never panics, and every data line it writes is a message
+// that decodes (judged or passed) or the server's own line.
+func FuzzSSEStream(f *testing.F) {
+	for _, s := range []string{
+		"id: e1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"AKIA2E3ZQF7B2LMC4XRW\"}]}}\n\n",
+		": keep-alive\n\nretry: 10\n\n",
+		"data: {\"jsonrpc\":\"2.0\",\n",
+		"data: a\ndata: b\r\n\r\n",
+		"id:\ndata:\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	j := testJudge(f, "")
+	j.Pins = nil
+	h := &HTTPProxy{Proxy: &Proxy{Judge: j, Server: "fuzz"}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		rec := httptest.NewRecorder()
+		id := json.RawMessage("1")
+		sess := h.Proxy.NewSession()
+		sess.FromClient(t.Context(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`))
+		h.stream(t.Context(), rec, strings.NewReader(string(body)), sess, &id)
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok || strings.Contains(string(body), line) {
+				continue
+			}
+			if _, err := Decode([]byte(data)); err != nil {
+				t.Fatalf("wrote a data line that is neither the server's nor a message: %q", line)
+			}
+		}
+	})
+}
