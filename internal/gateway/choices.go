@@ -12,69 +12,60 @@ import (
 // runChoices serves a non-streaming request for n choices as n upstream
 // requests of one choice each (llama-server and Ollama give one choice
 // per request), every one through its own checks, retries and verdict,
-// then answers with the n choices in one body. The first choice that
+// then answers with the n choices in one body, which the dialect
+// assembles from the choices' answers (none is encoded and read again). The first choice that
 // halts halts the request with its error: a client asking for n choices
 // gets n, or an error.
 func (x *exchange) runChoices(n int) {
 	body := x.req.body.clone()
 	delete(body, "n")
 	var (
-		merged   rawBody
-		choices  []json.RawMessage
+		top      rawBody
+		answers  []*output
 		attempts int
 		repaired bool
 		usage    map[string]int
 		last     *meta
 	)
 	for i := 0; i < n; i++ {
-		res := &subResult{header: http.Header{}}
+		res := &subResult{header: http.Header{}, ended: ending{collect: true}}
 		req := x.req
 		req.body = body
 		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.ended}
 		sub.run()
 		x.tally.attempts += sub.tally.attempts
 		attempts += sub.tally.attempts
-		if res.status != http.StatusOK {
+		a := res.ended.kept
+		if a == nil { // the choice did not pass: its error is the answer
 			for k, v := range res.header {
 				x.w.Header()[k] = v
 			}
 			x.w.Header().Set(HeaderAttempts, strconv.Itoa(attempts))
-			x.w.WriteHeader(res.status)
-			x.w.Write(res.body.Bytes())
+			if res.status != 0 {
+				x.w.WriteHeader(res.status)
+				x.w.Write(res.body.Bytes())
+			}
 			x.finished(res.ended.outcome, res.status)
 			return
 		}
-		var b rawBody
-		if err := json.Unmarshal(res.body.Bytes(), &b); err != nil {
-			x.reject(http.StatusInternalServerError, apiError{Message: "assembling choices: " + err.Error(), Type: "server_error", Code: "aegis_error"})
-			return
-		}
-		var cs []rawBody
-		json.Unmarshal(b["choices"], &cs)
-		for _, c := range cs {
-			c.set("index", len(choices))
-			choices = append(choices, c.encode())
-		}
-		usage = addUsage(usage, b["usage"], i > 0)
-		var m meta
-		if json.Unmarshal(b["aegis"], &m) == nil {
-			last = &m
-		}
+		answers = append(answers, a.out)
+		usage = addUsage(usage, a.top["usage"], i > 0)
+		last = a.meta
 		repaired = repaired || res.ended.outcome == events.OutcomeRepaired
 		for _, r := range sub.tally.repairedFor {
 			x.noteRepair(r)
 		}
-		if merged == nil {
-			merged = b
+		if top == nil {
+			top = a.top // the first choice's closing members and identity
 		}
 	}
-	merged.set("choices", choices)
 	if usage != nil {
 		if _, ok := usage["prompt_tokens"]; ok {
 			usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
 		}
-		merged.set("usage", usage)
+		top.set("usage", usage)
 	}
+	merged := x.route.body(top, answers...)
 	if last == nil {
 		last = x.meta(validator.Verdict{Verdict: validator.Pass})
 	}

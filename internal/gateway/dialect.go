@@ -90,8 +90,9 @@ type clientWriter interface {
 	// non-streamed answer carries over (rebuild.go).
 	collect(a *fieldAcc, m rawBody)
 	// body assembles the non-streamed answer from the closing chunks'
-	// top-level members (top) and the answer.
-	body(top rawBody, ans *output) []byte
+	// top-level members (top) and the answers: one, or, where the API has
+	// n choices, one per choice (the first gives the answer's identity).
+	body(top rawBody, answers ...*output) rawBody
 }
 
 // request is what the gateway interprets of a client's request.

@@ -69,17 +69,20 @@ func (chatDialect) appendChunk(dst []byte, t *template, text []byte, finish stri
 	return appendIdentity(dst, t, "chat.completion.chunk", finish)
 }
 
-func (chatDialect) body(top rawBody, ans *output) []byte {
-	setIdentity(top, ans.tpl, "chat.completion")
-	msg := map[string]any{"role": "assistant", "content": ans.text}
-	if len(ans.tools.calls) > 0 {
-		msg["tool_calls"] = wholeToolCalls(ans.tools.calls)
-		if ans.text == "" {
-			msg["content"] = nil
+func (chatDialect) body(top rawBody, answers ...*output) rawBody {
+	setIdentity(top, answers[0].tpl, "chat.completion")
+	choices := make([]any, len(answers))
+	for i, ans := range answers {
+		msg := map[string]any{"role": "assistant", "content": ans.text}
+		if len(ans.tools.calls) > 0 {
+			msg["tool_calls"] = wholeToolCalls(ans.tools.calls)
+			if ans.text == "" {
+				msg["content"] = nil
+			}
 		}
+		choices[i] = ans.acc.withChoice(map[string]any{"index": i, "message": ans.acc.withMessage(msg), "finish_reason": ans.finishReason()})
 	}
-	top.set("choices", []any{map[string]any{"index": 0, "message": msg, "finish_reason": ans.finishReason()}})
-	ans.acc.applyTop(top)
-	ans.acc.applyChoice(top, "message")
-	return top.encode()
+	top.set("choices", choices)
+	answers[0].acc.applyTop(top)
+	return top
 }

@@ -91,10 +91,13 @@ func (completionsDialect) appendChunk(dst []byte, t *template, text []byte, fini
 	return appendIdentity(dst, t, "text_completion", finish)
 }
 
-func (completionsDialect) body(top rawBody, ans *output) []byte {
-	setIdentity(top, ans.tpl, "text_completion")
-	top.set("choices", []any{map[string]any{"index": 0, "text": ans.text, "finish_reason": ans.finishReason()}})
-	ans.acc.applyTop(top)
-	ans.acc.applyChoice(top, "")
-	return top.encode()
+func (completionsDialect) body(top rawBody, answers ...*output) rawBody {
+	setIdentity(top, answers[0].tpl, "text_completion")
+	choices := make([]any, len(answers))
+	for i, ans := range answers {
+		choices[i] = ans.acc.withChoice(map[string]any{"index": i, "text": ans.text, "finish_reason": ans.finishReason()})
+	}
+	top.set("choices", choices)
+	answers[0].acc.applyTop(top)
+	return top
 }

@@ -50,7 +50,8 @@ func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
 	a.addMsg(m.object("message"))
 }
 
-func (ollamaChatDialect) body(top rawBody, ans *output) []byte {
+func (ollamaChatDialect) body(top rawBody, answers ...*output) rawBody {
+	ans := answers[0] // Ollama gives one answer per request
 	msg := map[string]any{"role": "assistant", "content": ans.text}
 	if len(ans.tools.native) > 0 {
 		msg["tool_calls"] = ans.tools.native
@@ -59,5 +60,5 @@ func (ollamaChatDialect) body(top rawBody, ans *output) []byte {
 	setOllamaDone(top, ans.tpl)
 	ans.acc.applyTop(top)
 	ans.acc.applyMessage(top)
-	return top.encode()
+	return top
 }

@@ -50,9 +50,10 @@ func (ollamaGenerateDialect) collect(a *fieldAcc, m rawBody) {
 	a.addMsg(m.object("message"))
 }
 
-func (ollamaGenerateDialect) body(top rawBody, ans *output) []byte {
+func (ollamaGenerateDialect) body(top rawBody, answers ...*output) rawBody {
+	ans := answers[0] // Ollama gives one answer per request
 	top.set("response", ans.text)
 	setOllamaDone(top, ans.tpl)
 	ans.acc.applyTop(top)
-	return top.encode()
+	return top
 }

@@ -212,7 +212,7 @@ func TestDialectBodies(t *testing.T) {
 			out := tc.out
 			out.tpl, out.acc = &tpl, &acc
 			name := strings.ReplaceAll(tc.name, " ", "-")
-			validatortest.Golden(t, "dialect-"+name+".json", append(tc.d.body(body(t, tc.tail), &out), '\n'), *update)
+			validatortest.Golden(t, "dialect-"+name+".json", append(tc.d.body(body(t, tc.tail), &out).encode(), '\n'), *update)
 			e := apiError{Message: "stopped", Type: "aegis_halted", Code: "aegis_invalid_json"}
 			var errs []byte
 			for _, v := range []any{tc.d.errorBody(e, nil, false), tc.d.errorBody(e, m, true)} {

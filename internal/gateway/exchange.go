@@ -44,6 +44,17 @@ type exchange struct {
 type ending struct {
 	outcome string
 	status  int
+	// collect asks a non-streaming choice that passes for its answer
+	// rather than a body.
+	collect bool
+	kept    *choiceAnswer
+}
+
+// choiceAnswer is a passed choice's answer, for the request's one body.
+type choiceAnswer struct {
+	top  rawBody // the top-level members of its closing chunks
+	out  *output
+	meta *meta
 }
 
 // tally is what the attempts of one request add up to.

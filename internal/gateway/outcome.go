@@ -46,6 +46,12 @@ func (x *exchange) pass(v validator.Verdict) {
 		x.out.endBatch(false)
 		setVerdictHeaders(x.w.Header(), m) // sent as trailers
 		x.out.end(nil)
+	} else if x.ended != nil && x.ended.collect {
+		// One of several choices: the request's one body is assembled
+		// from every choice's answer (choices.go).
+		x.out.releaseRest()
+		top, out := x.answer()
+		x.ended.kept = &choiceAnswer{top: top, out: out, meta: m}
 	} else {
 		x.out.releaseRest()
 		setVerdictHeaders(x.w.Header(), m)
@@ -73,6 +79,13 @@ func (x *exchange) finalChunk() []byte {
 // durations) are kept, the text and tool calls are put whole into the
 // response's message.
 func (x *exchange) body200() []byte {
+	top, out := x.answer()
+	return x.route.body(top, out).encode()
+}
+
+// answer is what a non-streaming response is assembled from: the
+// top-level members of the closing chunks and the attempt's answer.
+func (x *exchange) answer() (rawBody, *output) {
 	top := rawBody{}
 	for _, p := range x.cur.tail {
 		var m rawBody
@@ -82,8 +95,7 @@ func (x *exchange) body200() []byte {
 			}
 		}
 	}
-	return x.route.body(top, &output{text: string(x.out.text), finish: x.cur.finish, tpl: &x.tpl,
-		tools: x.cur.tools, acc: &x.cur.acc})
+	return top, &output{text: string(x.out.text), finish: x.cur.finish, tpl: &x.tpl, tools: x.cur.tools, acc: &x.cur.acc}
 }
 
 // halt stops the request with the verdict's error code: an HTTP error

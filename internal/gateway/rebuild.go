@@ -141,25 +141,20 @@ func (a *fieldAcc) applyTop(body rawBody) {
 	}
 }
 
-// applyChoice adds the kept members to the body's choices[0] and, when
-// msgKey names its message, the message's kept members to it.
-func (a *fieldAcc) applyChoice(body rawBody, msgKey string) {
-	var choices []rawBody
-	if json.Unmarshal(body["choices"], &choices) != nil || len(choices) == 0 {
-		return
-	}
-	c := choices[0]
+// withChoice adds the kept members of choices[0] to the choice c.
+func (a *fieldAcc) withChoice(c map[string]any) map[string]any {
 	for k, v := range a.choice {
 		c[k] = v
 	}
-	if msgKey != "" && len(a.msg) > 0 {
-		msg := c.object(msgKey)
-		for k, v := range a.msg {
-			msg[k] = v
-		}
-		c[msgKey] = msg.encode()
+	return c
+}
+
+// withMessage adds the kept members of the delta to the message msg.
+func (a *fieldAcc) withMessage(msg map[string]any) map[string]any {
+	for k, v := range a.msg {
+		msg[k] = v
 	}
-	body.set("choices", choices)
+	return msg
 }
 
 // applyMessage adds the message's kept members to the body's message.
