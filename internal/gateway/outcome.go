@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -215,45 +214,4 @@ func (x *exchange) finished(outcome string, status int) {
 	e.Tokens = x.completionTokens()
 	e.Text = x.eventText()
 	x.publish(e)
-}
-
-// timed adds the request's timings so far to e (a Retry, a Halt, the
-// request's end): the incident log records a hidden retry with what the
-// request had cost when it was retried.
-func (x *exchange) timed(e events.Event) events.Event {
-	now := x.g.now()
-	e.Duration = now.Sub(x.start)
-	e.HeldBytes = x.out.heldMax
-	if !x.out.firstOut.IsZero() {
-		e.TTFT = x.out.firstOut.Sub(x.start)
-		if !x.tally.firstUp.IsZero() {
-			e.AddedTTFT = x.out.firstOut.Sub(x.tally.firstUp)
-		}
-	}
-	if !x.tally.lastUp.IsZero() {
-		e.VerdictDelay = now.Sub(x.tally.lastUp)
-	}
-	return e
-}
-
-// completionTokens reads the upstream's count of generated tokens from
-// the closing chunks: usage.completion_tokens, llama-server's
-// timings.predicted_n, or Ollama's eval_count. Zero when none says.
-func (x *exchange) completionTokens() int {
-	n := 0
-	var c chunkscan.Counts
-	for _, p := range x.cur.tail {
-		if chunkscan.ReadCounts(p, &c) != nil {
-			continue
-		}
-		switch {
-		case c.Usage > 0:
-			n = int(c.Usage)
-		case c.Predicted > 0:
-			n = int(c.Predicted)
-		case c.Eval > 0:
-			n = int(c.Eval)
-		}
-	}
-	return n
 }
