@@ -122,6 +122,11 @@ type Spec struct {
 	// It returns a nil Validator and a nil error when the check does not
 	// apply to this request (json_syntax when no JSON was asked for).
 	New func(cfg any, req *Request) (Validator, error)
+	// Arguments, when set, builds the check to read the text of a tool
+	// call's argument values (each value, its decodings, and the values
+	// joined) the way it reads output text. Nil means the check does not
+	// read arguments. It may return a nil Validator, as New may.
+	Arguments func(cfg any, req *Request) (Validator, error)
 }
 
 // Registry holds Specs by name. The zero value is empty and ready to use.
