@@ -57,8 +57,10 @@ var actionVerbs = []string{
 
 var (
 	// requestRE finds a request sentence: "Please VERB", "Can/Could/Would
-	// you (please) VERB", "TODO: VERB", or a sentence that opens with VERB.
-	requestRE = regexp.MustCompile(`(?i)(?:^|[.!?\n:;]\s*|\bplease\s+|\b(?:can|could|would|will)\s+you\s+(?:please\s+|kindly\s+)?|\btodo\s*:\s*|\bkindly\s+)(` +
+	// you (please) VERB", "TODO: VERB", or a sentence that opens with VERB
+	// (after a sentence end, or at the start of a quoted value: tool
+	// results are mostly JSON or dict-shaped records).
+	requestRE = regexp.MustCompile(`(?i)(?:^|[.!?\n:;]\s*|["'\x60(\[{]\s*|\bplease\s+|\b(?:can|could|would|will)\s+you\s+(?:please\s+|kindly\s+)?|\btodo\s*:\s*|\bkindly\s+)(` +
 		strings.Join(actionVerbs, "|") + `)\b([^.!?\n]{0,200})`)
 	// ownedRE is an object that belongs to the user: "my X", "the user",
 	// "the user's X", "user's".
