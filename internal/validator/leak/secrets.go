@@ -10,7 +10,7 @@ import (
 // Marked secrets: values the system prompt itself labels as secret.
 var (
 	reSecretTag  = regexp.MustCompile(`(?is)<secret>\s*(.*?)\s*</secret>`)
-	reSecretLine = regexp.MustCompile(`(?im)(?:^|[.!?:;][ \t]+)[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*\.?[ \t]*$`)
+	reSecretLine = regexp.MustCompile(`(?im)(?:^|[.!?:;][ \t]+)[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*(?:\.?[ \t]*$|[.;]\s+[A-Z])`)
 	reSecretIs   = regexp.MustCompile(`(?i)\b(?:secret(?:[ _-]?(?:key|code|word|phrase))?|password|passphrase|pass ?code|pin|api[ _-]?key|code ?word)\s+is\s+["'\x60“]?([^\s"'\x60”,;]+[^\s"'\x60”,;.])`)
 )
 
