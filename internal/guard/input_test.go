@@ -112,3 +112,17 @@ func TestToolResultScreen(t *testing.T) {
 		t.Errorf("redact: %+v, want a pass naming the result to redact", v)
 	}
 }
+
+// TestToolResultKeysAreNotRequests: a record's keys that are verbs
+// ("email", "call", "post") do not read as requests.
+func TestToolResultKeysAreNotRequests(t *testing.T) {
+	g, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{`{"name":"Bob Tran","email":"bob@acme.example","call":"+41 44 000","post":"Zurich"}`, `{'send': 'yes', 'transfer': 12}`} {
+		if s := g.ScoreToolResult(text); s.Suspect || s.Verb != "" {
+			t.Errorf("%s: %+v, want no request seen", text, s)
+		}
+	}
+}

@@ -59,9 +59,10 @@ var (
 	// requestRE finds a request sentence: "Please VERB", "Can/Could/Would
 	// you (please) VERB", "TODO: VERB", or a sentence that opens with VERB
 	// (after a sentence end, or at the start of a quoted value: tool
-	// results are mostly JSON or dict-shaped records).
+	// results are mostly JSON or dict-shaped records) and goes on with
+	// more words (a key named "email" is not a request).
 	requestRE = regexp.MustCompile(`(?i)(?:^|[.!?\n:;]\s*|["'\x60(\[{]\s*|\bplease\s+|\b(?:can|could|would|will)\s+you\s+(?:please\s+|kindly\s+)?|\btodo\s*:\s*|\bkindly\s+)(` +
-		strings.Join(actionVerbs, "|") + `)\b([^.!?\n]{0,200})`)
+		strings.Join(actionVerbs, "|") + `)\s+([^.!?\n]{1,200})`)
 	// ownedRE is an object that belongs to the user: "my X", "the user",
 	// "the user's X", "user's".
 	ownedRE = regexp.MustCompile(`(?i)\bmy\s+\w|\b(?:the|your)\s+user(?:'s)?\b|\buser's\b`)
