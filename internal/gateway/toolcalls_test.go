@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
@@ -117,9 +118,26 @@ func TestToolCallHeldPerDialect(t *testing.T) {
 				w.Write(sseBody(c.payloads...))
 			})
 			up = mustUpstream(t, "fake", up.URL.String(), c.kind)
-			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+			bus := &events.Bus{}
+			sub := bus.Subscribe(256)
+			defer sub.Close()
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus})
 			resp := post(t, srv.URL+c.path, toolRequest(c.stream, "Email bob@corp.example that I will see him at ten."))
 			raw := readAllBody(t, resp)
+			// The verdict event names the tool and what became of the call.
+			want := events.ToolCall{Tool: "send_email", Outcome: events.ToolReleased}
+			if c.refused {
+				want.Outcome = events.ToolRefused
+			}
+			var got []events.ToolCall
+			for len(sub.C) > 0 {
+				if e := <-sub.C; e.Kind == events.Verdict {
+					got = e.ToolCalls
+				}
+			}
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("verdict event tool calls %+v, want [%+v]", got, want)
+			}
 			if c.refused {
 				// Nothing of the call: no tool-call chunk, no argument, no
 				// id; the verdict names the tool and the place, never the
