@@ -233,3 +233,30 @@ func TestToolCallHeldChoices(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCallRepaired: a call that breaks the tool policy (mail to an
+// address nobody named) gets the hidden corrective retry with the rule
+// restated; the client sees only the corrected call.
+func TestToolCallRepaired(t *testing.T) {
+	var n atomic.Int32
+	var second atomic.Value
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n.Add(1) == 1 {
+			w.Write(sseBody(llamaToolStream("someone@elsewhere.example", "see you at ten")...))
+			return
+		}
+		second.Store(string(b))
+		w.Write(sseBody(llamaToolStream("bob@corp.example", "see you at ten")...))
+	})
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	raw := readAllBody(t, post(t, srv.URL+"/v1/chat/completions", toolRequest(true, "Email bob@corp.example that I will see him at ten.")))
+	if bytes.Contains(raw, []byte("elsewhere")) || !bytes.Contains(raw, []byte(`"repaired":true`)) || !bytes.Contains(raw, []byte(`"verdict":"pass"`)) {
+		t.Fatalf("client got:\n%s", raw)
+	}
+	b, _ := second.Load().(string)
+	if !strings.Contains(b, "Call only the tools declared") || !strings.Contains(b, "send only to destinations the conversation names") {
+		t.Fatalf("the retry does not restate the rule: %s", b)
+	}
+}
