@@ -9,50 +9,52 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-// segment is one piece of the text an argument reader is fed: a value, or
-// a decoding of one, at [start, start+len(text)) of that text.
+// segment is one piece of the text an argument reader is fed: a value, a
+// decoding of one, or one side of a seam between two values, at
+// [start, start+len(text)) of that text.
 type segment struct {
 	start int
 	off   int // where text begins in the value
 	path  string
 	how   string
 	text  string
+	seam  bool // one side of a seam: touches the next (or previous) segment
 }
 
 // seam is how much of each side of the boundary between two values the
-// joined read sees: more than the longest secret or credential shape.
-const seam = 96
+// joined read sees: a secret or credential up to 65 bytes long split anywhere.
+const seam = 64
 
-// argTexts lays out what the text checks read of one call: every string
-// value and its decodings, one per line; and, when there are several
+// argText lays out what the text checks read of one call, one line each:
+// every string value and its decodings; then, when there are several
 // values, each boundary between two neighbours with the end of the one
 // joined to the start of the next and nothing between them (a secret
-// split across two fields), one boundary per line.
-func argTexts(args string) (each, joined []segment) {
+// split across two fields).
+func argText(args string) ([]segment, []byte) {
 	vals := toolcalls.Values(args)
-	at := 0
-	add := func(s []segment, path, how, text string, off, sep int) []segment {
-		s = append(s, segment{start: at, off: off, path: path, how: how, text: text})
-		at += len(text) + sep
-		return s
-	}
-	for _, v := range vals {
-		each = add(each, v.Path, "", v.Text, 0, 1)
-		for _, d := range toolcalls.Derived(v.Text) {
-			each = add(each, v.Path, d.How, d.Text, 0, 1)
+	var segs []segment
+	var text []byte
+	add := func(path, how, t string, off int, isSeam, newline bool) {
+		segs = append(segs, segment{start: len(text), off: off, path: path, how: how, text: t, seam: isSeam})
+		text = append(text, t...)
+		if newline {
+			text = append(text, '\n')
 		}
 	}
-	at = 0
+	for _, v := range vals {
+		add(v.Path, "", v.Text, 0, false, true)
+		for _, d := range toolcalls.Derived(v.Text) {
+			add(v.Path, d.How, d.Text, 0, false, true)
+		}
+	}
 	for i := 1; i < len(vals); i++ {
 		a, b := vals[i-1], vals[i]
 		cut := max(0, len(a.Text)-seam)
-		joined = add(joined, a.Path, "", a.Text[cut:], cut, 0)
-		joined = add(joined, b.Path, "", b.Text[:min(len(b.Text), seam)], 0, 1)
+		add(a.Path, "", a.Text[cut:], cut, true, false)
+		add(b.Path, "", b.Text[:min(len(b.Text), seam)], 0, true, true)
 	}
-	return each, joined
+	return segs, text
 }
-
-var newline = []byte("\n")
 
 // argReader is an enabled check that reads argument values.
 type argReader struct {
@@ -66,60 +68,48 @@ func (a *Attempt) readArguments(call validator.ToolCall) []validator.Finding {
 	if len(a.argReaders) == 0 || call.Arguments == "" {
 		return nil
 	}
-	each, joined := argTexts(call.Arguments)
-	if len(each) == 0 {
+	segs, text := argText(call.Arguments)
+	if len(segs) == 0 {
 		return nil
 	}
 	base := "tool_calls/" + strconv.Itoa(call.Index) + "/arguments"
 	var out []validator.Finding
 	seen := map[string]bool{}
 	for _, r := range a.argReaders {
-		for k, segs := range [][]segment{each, joined} {
-			if len(segs) == 0 {
+		v, err := r.c.Spec.Arguments(r.c.Config, a.req)
+		if err != nil || v == nil {
+			continue
+		}
+		if b, ok := v.(validator.Background); ok {
+			// A judgement that answers later (a guard model) is not
+			// asked here; the call is judged by the checks that answer
+			// at once.
+			b.Stop()
+			continue
+		}
+		v.Write(text)
+		v.Close()
+		for _, f := range v.Findings() {
+			if f.Reason == validator.ReasonNone {
 				continue
 			}
-			v, err := r.c.Spec.Arguments(r.c.Config, a.req)
-			if err != nil || v == nil {
+			g, ok := locate(f, segs, base, call.Name)
+			if !ok {
 				continue
 			}
-			if b, ok := v.(validator.Background); ok {
-				// A judgement that answers later (a guard model) is not
-				// asked here; the call is judged by the checks that answer
-				// at once.
-				b.Stop()
+			key := g.Check + "\x00" + string(g.Reason) + "\x00" + g.Path + "\x00" + strconv.Itoa(g.Start)
+			if seen[key] {
 				continue
 			}
-			for i, s := range segs {
-				v.Write([]byte(s.text))
-				// Lines part the values (and, when joined, the seams);
-				// the two halves of one seam touch.
-				if k == 0 || i%2 == 1 {
-					v.Write(newline)
-				}
-			}
-			v.Close()
-			for _, f := range v.Findings() {
-				if f.Reason == validator.ReasonNone {
-					continue
-				}
-				g, ok := locate(f, segs, base, call.Name, k == 1)
-				if !ok {
-					continue
-				}
-				key := g.Check + "\x00" + string(g.Reason) + "\x00" + g.Path + "\x00" + strconv.Itoa(g.Start)
-				if seen[key] {
-					continue
-				}
-				seen[key] = true
-				out = append(out, g)
-			}
+			seen[key] = true
+			out = append(out, g)
 		}
 	}
 	return out
 }
 
 // locate maps a finding over the laid-out text back to its value.
-func locate(f validator.Finding, segs []segment, base, tool string, joined bool) (validator.Finding, bool) {
+func locate(f validator.Finding, segs []segment, base, tool string) (validator.Finding, bool) {
 	i := len(segs) - 1
 	for i > 0 && segs[i].start > f.Start {
 		i--
@@ -129,8 +119,8 @@ func locate(f validator.Finding, segs []segment, base, tool string, joined bool)
 	for last+1 < len(segs) && segs[last+1].start < f.End {
 		last++
 	}
-	if joined && last == i {
-		return f, false // inside one value: the per-value read reports it
+	if s.seam && last == i {
+		return f, false // inside one value: its own line reports it
 	}
 	g := f
 	g.Start = f.Start - s.start

@@ -3,12 +3,11 @@ package toolcalls
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -26,68 +25,292 @@ const MaxDepth = 64
 // Values returns the string values of a call's arguments in document
 // order. Arguments that stop being JSON part-way (cut off, or broken)
 // yield the values read before the break: a leak in the first fields of a
-// call cut off mid-JSON is still a leak. Object keys are not values.
+// call cut off mid-JSON is still a leak. Object keys are not values. It
+// reads the text in one pass without a tokenizer's allocations (the fuzz
+// test holds it to one built on encoding/json's).
 func Values(args string) []Value {
-	dec := json.NewDecoder(strings.NewReader(args))
-	dec.UseNumber()
-	var out []Value
-	type frame struct {
-		path  string
-		obj   bool
-		key   string // the pending key of an object
-		isKey bool   // the next string is a key
-		n     int    // the next array index
-	}
-	var stack []frame
-	child := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		f := &stack[len(stack)-1]
-		var seg string
-		if f.obj {
-			seg = escapePointer(f.key)
-			f.isKey = true
-		} else {
-			seg = strconv.Itoa(f.n)
-			f.n++
-		}
-		if f.path == "" {
-			return seg
-		}
-		return f.path + "/" + seg
-	}
+	p := valueParser{s: args}
 	for {
-		tok, err := dec.Token()
-		if err != nil {
-			if err == io.EOF {
-				return out
-			}
-			return out
+		p.ws()
+		if p.i >= len(p.s) || !p.value("", true, 0) {
+			return p.out
 		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{', '[':
-				if len(stack) >= MaxDepth {
-					return out
-				}
-				p := child()
-				stack = append(stack, frame{path: p, obj: t == '{', isKey: t == '{'})
-			default:
-				stack = stack[:len(stack)-1]
+	}
+}
+
+type valueParser struct {
+	s   string
+	i   int
+	out []Value
+	buf []byte
+}
+
+func (p *valueParser) ws() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func join(path, seg string) string {
+	if path == "" {
+		return seg
+	}
+	return path + "/" + seg
+}
+
+// value reads one value at path (root: the top level, whose path is "");
+// false means the text broke off or broke.
+func (p *valueParser) value(path string, top bool, depth int) bool {
+	p.ws()
+	if p.i >= len(p.s) {
+		return false
+	}
+	switch c := p.s[p.i]; {
+	case c == '{':
+		if depth >= MaxDepth {
+			return false
+		}
+		p.i++
+		p.ws()
+		if p.i < len(p.s) && p.s[p.i] == '}' {
+			p.i++
+			return true
+		}
+		for {
+			p.ws()
+			key, ok := p.str()
+			if !ok {
+				return false
 			}
-		case string:
-			if n := len(stack); n > 0 && stack[n-1].obj && stack[n-1].isKey {
-				stack[n-1].key = t
-				stack[n-1].isKey = false
+			p.ws()
+			if p.i >= len(p.s) || p.s[p.i] != ':' {
+				return false
+			}
+			p.i++
+			if !p.value(join(path, escapePointer(key)), false, depth+1) {
+				return false
+			}
+			p.ws()
+			if p.i >= len(p.s) {
+				return false
+			}
+			switch p.s[p.i] {
+			case ',':
+				p.i++
+			case '}':
+				p.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		if depth >= MaxDepth {
+			return false
+		}
+		p.i++
+		p.ws()
+		if p.i < len(p.s) && p.s[p.i] == ']' {
+			p.i++
+			return true
+		}
+		for n := 0; ; n++ {
+			if !p.value(join(path, strconv.Itoa(n)), false, depth+1) {
+				return false
+			}
+			p.ws()
+			if p.i >= len(p.s) {
+				return false
+			}
+			switch p.s[p.i] {
+			case ',':
+				p.i++
+			case ']':
+				p.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '"':
+		v, ok := p.str()
+		if ok {
+			p.out = append(p.out, Value{Path: path, Text: v})
+		}
+		return ok
+	case c == 't':
+		return p.lit("true")
+	case c == 'f':
+		return p.lit("false")
+	case c == 'n':
+		return p.lit("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return p.num(top)
+	}
+	return false
+}
+
+func (p *valueParser) lit(w string) bool {
+	if strings.HasPrefix(p.s[p.i:], w) {
+		p.i += len(w)
+		return true
+	}
+	return false
+}
+
+// num reads a JSON number; inside a container it must end at a
+// delimiter, at the top level (a stream of values) anywhere.
+func (p *valueParser) num(top bool) bool {
+	digits := func() int {
+		n := 0
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.s[p.i] == '-' {
+		p.i++
+	}
+	if p.i < len(p.s) && p.s[p.i] == '0' {
+		p.i++
+	} else if digits() == 0 {
+		return false
+	}
+	if p.i < len(p.s) && p.s[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if p.i < len(p.s) && (p.s[p.i] == 'e' || p.s[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.s) && (p.s[p.i] == '+' || p.s[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	// A number must end where the text ends or a delimiter begins.
+	if !top && p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r', ',', ']', '}':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// str reads a JSON string, decoded; invalid UTF-8 becomes U+FFFD byte by
+// byte, as encoding/json decodes it.
+func (p *valueParser) str() (string, bool) {
+	if p.i >= len(p.s) || p.s[p.i] != '"' {
+		return "", false
+	}
+	p.i++
+	start := p.i
+	// The common case: no escape and valid UTF-8 up to the closing quote.
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		if c == '"' {
+			if s := p.s[start:p.i]; utf8.ValidString(s) {
+				p.i++
+				return s, true
+			}
+			break
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		p.i++
+	}
+	p.i = start
+	b := p.buf[:0]
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			p.buf = b
+			return string(b), true
+		case c < 0x20:
+			return "", false
+		case c == '\\':
+			if p.i+1 >= len(p.s) {
+				return "", false
+			}
+			e := p.s[p.i+1]
+			p.i += 2
+			switch e {
+			case '"', '\\', '/':
+				b = append(b, e)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, ok := p.hex4()
+				if !ok {
+					return "", false
+				}
+				if utf16.IsSurrogate(r) {
+					if strings.HasPrefix(p.s[p.i:], "\\u") {
+						save := p.i
+						p.i += 2
+						r2, ok := p.hex4()
+						if ok {
+							if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+								b = utf8.AppendRune(b, d)
+								continue
+							}
+						}
+						p.i = save
+					}
+					r = utf8.RuneError
+				}
+				b = utf8.AppendRune(b, r)
+			default:
+				return "", false
+			}
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRuneInString(p.s[p.i:])
+			p.i += size
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
 				continue
 			}
-			out = append(out, Value{Path: child(), Text: t})
-		default:
-			child()
+			b = append(b, p.s[p.i-size:p.i]...)
 		}
 	}
+	return "", false
+}
+
+func (p *valueParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.s) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(p.s[p.i:p.i+4], 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.i += 4
+	return rune(n), true
 }
 
 func escapePointer(s string) string {

@@ -68,3 +68,24 @@ func FuzzValues(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValuesReference holds Values to referenceValues (encoding/json's
+// tokenizer) on any text: the same values at the same paths, broken input
+// included.
+func FuzzValuesReference(f *testing.F) {
+	for _, s := range []string{`{"to":"a@b.example","body":"x\u00e9\ud83d\ude00"}`, `{"a":{"b":["x",{"c":"y"}]},"d/e~":"z"}`, `"hello" "again"`, `{"a":"one","b":"tw`,
+		`[1, -2.5e3, true, null, "s"]`, `{"a":01}`, `{"bad":"\ud800x"}`, "{\"c\":\"\xff\xfe\"}", `{"a" "b"}`, `[1,]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, args string) {
+		got, want := Values(args), referenceValues(args)
+		if len(got) != len(want) {
+			t.Fatalf("Values(%q) = %q, reference %q", args, got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("Values(%q)[%d] = %q, reference %q", args, i, got[i], want[i])
+			}
+		}
+	})
+}

@@ -198,7 +198,7 @@ func New(cfg Config, system string) (*Detector, error) {
 		d.allow[strings.ToLower(a)] = true
 	}
 	if cfg.SystemPrompt && system != "" {
-		d.ov = newOverlap(system, cfg.ShingleTokens, cfg.MinSystemTokens, cfg.MinLeakTokens, cfg.MinLeakFraction, maxGap)
+		d.ov = cachedOverlap(system, cfg.ShingleTokens, cfg.MinSystemTokens, cfg.MinLeakTokens, cfg.MinLeakFraction, maxGap)
 	}
 	var secrets []string
 	if cfg.MarkedSecrets && system != "" {
