@@ -260,3 +260,53 @@ func TestToolCallRepaired(t *testing.T) {
 		t.Fatalf("the retry does not restate the rule: %s", b)
 	}
 }
+
+// TestBrokenToolDeltas: deltas that do not make a call fail the attempt
+// as malformed_tool_call at the call, in either dialect, and the client
+// gets none of them.
+func TestBrokenToolDeltas(t *testing.T) {
+	head := `{"choices":[{"finish_reason":null,"index":0,"delta":`
+	tail := `}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`
+	cases := []struct {
+		name, path string
+		kind       upstream.Kind
+		payloads   []string
+		want       string
+	}{
+		{"index gap", "/v1/chat/completions", upstream.KindLlamaServer, []string{
+			head + `{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"send_email","arguments":"{}"}}]}` + tail,
+			head + `{"tool_calls":[{"index":2,"id":"b","type":"function","function":{"name":"send_email","arguments":"{}"}}]}` + tail,
+			`{"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`,
+		}, "call 1 never arrived"},
+		{"arguments for a call never opened", "/v1/chat/completions", upstream.KindLlamaServer, []string{
+			head + `{"tool_calls":[{"index":0,"function":{"arguments":"{\"to\":\"a@b.example\"}"}}]}` + tail,
+			`{"choices":[{"finish_reason":"tool_calls","index":0,"delta":{}}],"created":1,"id":"c","model":"m","object":"chat.completion.chunk"}`,
+		}, "which no delta opened"},
+		{"ollama arguments not an object", "/api/chat", upstream.KindOllama, []string{
+			`{"model":"m","created_at":"2026-11-26T18:00:00Z","message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"send_email","arguments":[1,2]}}]},"done":false}`,
+			`{"model":"m","created_at":"2026-11-26T18:00:01Z","message":{"role":"assistant","content":""},"done_reason":"stop","done":true}`,
+		}, "arguments are an array"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if c.kind == upstream.KindOllama {
+					w.Header().Set("Content-Type", "application/x-ndjson")
+					for _, p := range c.payloads {
+						io.WriteString(w, p+"\n")
+					}
+					return
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Write(sseBody(c.payloads...))
+			})
+			up = mustUpstream(t, "fake", up.URL.String(), c.kind)
+			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+			raw := readAllBody(t, post(t, srv.URL+c.path, toolRequest(true, "Email a@b.example hello.")))
+			if bytes.Contains(raw, []byte(`"tool_calls":[`)) || !bytes.Contains(raw, []byte("malformed_tool_call")) || !bytes.Contains(raw, []byte(c.want)) {
+				t.Fatalf("client got:\n%s", raw)
+			}
+		})
+	}
+}
