@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator/repetition"
 	"github.com/aegis-sentinel/aegis/internal/validator/stall"
 	"github.com/aegis-sentinel/aegis/internal/validator/toolcall"
+	"github.com/aegis-sentinel/aegis/internal/validator/toolpolicy"
 )
 
 // Register adds every built-in check to r.
@@ -40,7 +41,26 @@ func Register(r *validator.Registry) {
 	} {
 		reg(r)
 	}
+	toolpolicy.Register(r, toolResultScreen) // tool_policy, its egress rule screening tool results with the guard
 }
+
+// toolResultScreen flags injected tool results with the embedded guard
+// (loaded on first use); without a guard no result is flagged.
+func toolResultScreen(text, user string) (bool, string) {
+	g := embeddedGuard()
+	if g == nil {
+		return false, ""
+	}
+	return g.SuspectToolResult(text, user)
+}
+
+var embeddedGuard = sync.OnceValue(func() *guard.Guard {
+	g, err := guard.Default()
+	if err != nil {
+		return nil
+	}
+	return g
+})
 
 var defaultOnce sync.Once
 

@@ -76,6 +76,9 @@ type Fields struct {
 	// or message.tool_calls (Ollama); ToolCallCount is its length.
 	ToolCalls     Span
 	ToolCallCount int
+	// FunctionCall is the raw JSON of choices[0].delta.function_call, the
+	// legacy single call (Chat).
+	FunctionCall Span
 	// FinishReason is choices[0].finish_reason, or Ollama's done_reason.
 	FinishReason Span
 	// Done is Ollama's done.

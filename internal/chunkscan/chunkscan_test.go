@@ -112,6 +112,8 @@ var cases = []struct {
 	{name: "ollama error an object", f: Ollama, in: `{"error":{"m":1}}`, failed: true},
 	{name: "deep but within the limit", f: Chat, in: `{"x":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`},
 	{name: "too deep", f: Chat, in: `{"x":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, failed: true},
+	{name: "legacy function_call", f: Chat, in: `{"choices":[{"delta":{"function_call":{"name":"f","arguments":"{\"a\":"}},"finish_reason":null},{"delta":{"function_call":{"name":"g"}}}]}`, want: want{}},
+	{name: "function_call twice, last kept", f: Chat, in: `{"choices":[{"delta":{"function_call":{"name":"f"},"Function_Call":null}}]}`, want: want{}},
 }
 
 func TestScan(t *testing.T) {
@@ -171,7 +173,8 @@ type refOpenAI struct {
 type refOpenAIRaw struct {
 	Choices []struct {
 		Delta struct {
-			ToolCalls json.RawMessage `json:"tool_calls"`
+			ToolCalls    json.RawMessage `json:"tool_calls"`
+			FunctionCall json.RawMessage `json:"function_call"`
 		} `json:"delta"`
 	} `json:"choices"`
 }
@@ -209,7 +212,7 @@ func differential(t *testing.T, f Format, p []byte) {
 	var got Fields
 	err := Scan(f, p, &got)
 	var w want
-	var wantCalls string
+	var wantCalls, wantFC string
 	var refErr error
 	if f == Ollama {
 		var o refOllama
@@ -238,6 +241,7 @@ func differential(t *testing.T, f Format, p []byte) {
 			}
 			if json.Unmarshal(p, &r) == nil && len(r.Choices) > 0 {
 				wantCalls = nullRaw(r.Choices[0].Delta.ToolCalls)
+				wantFC = nullRaw(r.Choices[0].Delta.FunctionCall)
 			}
 		}
 	}
@@ -272,6 +276,13 @@ func differential(t *testing.T, f Format, p []byte) {
 	}
 	if gotCalls != wantCalls {
 		t.Fatalf("%s %q: tool calls %q, encoding/json %q", f, p, gotCalls, wantCalls)
+	}
+	gotFC := ""
+	if got.FunctionCall.Present() {
+		gotFC = nullRaw(got.FunctionCall.Of(p))
+	}
+	if gotFC != wantFC {
+		t.Fatalf("%s %q: function_call %q, encoding/json %q", f, p, gotFC, wantFC)
 	}
 }
 

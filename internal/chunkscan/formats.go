@@ -5,7 +5,7 @@ package chunkscan
 var (
 	openaiTopNames = []string{"id", "created", "model", "system_fingerprint", "choices", "error"}
 	choiceNames    = []string{"delta", "text", "finish_reason"}
-	deltaNames     = []string{"content", "tool_calls"}
+	deltaNames     = []string{"content", "tool_calls", "function_call"}
 	toolCallNames  = []string{"index", "id", "type", "function"}
 	functionNames  = []string{"name", "arguments"}
 	ollamaTopNames = []string{"model", "created_at", "message", "response", "done", "done_reason", "error"}
@@ -62,6 +62,7 @@ func (s *scanner) peekStart() int {
 func (s *scanner) resetChoice() {
 	s.content, s.text = Span{}, Span{}
 	s.out.ToolCalls, s.out.ToolCallCount, s.out.FinishReason = Span{}, 0, Span{}
+	s.out.FunctionCall = Span{}
 }
 
 // choices reads the choices array: the members of its first element are
@@ -154,10 +155,10 @@ func (s *scanner) delta(keep bool) error {
 	if err := s.enter(4); err != nil {
 		return err
 	}
-	var content, calls Span
+	var content, calls, fcall Span
 	var count int
 	if keep {
-		content, calls, count = s.content, s.out.ToolCalls, s.out.ToolCallCount
+		content, calls, count, fcall = s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall
 	}
 	for first := true; ; first = false {
 		name, esc, more, err := s.member(first)
@@ -172,6 +173,11 @@ func (s *scanner) delta(keep bool) error {
 			err = s.setString(&content, true)
 		case 1:
 			calls, count, err = s.toolCalls(5, true)
+		case 2:
+			start := s.peekStart()
+			if err = s.skip(5); err == nil {
+				fcall = Span{start, s.i}
+			}
 		default:
 			err = s.skip(5)
 		}
@@ -180,7 +186,7 @@ func (s *scanner) delta(keep bool) error {
 		}
 	}
 	if keep {
-		s.content, s.out.ToolCalls, s.out.ToolCallCount = content, calls, count
+		s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall = content, calls, count, fcall
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func (m *Memo) reuse(p []byte, out *Fields) bool {
 	}
 	*out = m.out
 	d := sp.End - t.End
-	for _, v := range [...]*Span{&out.ToolCalls, &out.FinishReason, &out.Error, &out.ID, &out.Model, &out.Fingerprint, &out.CreatedAt} {
+	for _, v := range [...]*Span{&out.ToolCalls, &out.FunctionCall, &out.FinishReason, &out.Error, &out.ID, &out.Model, &out.Fingerprint, &out.CreatedAt} {
 		if v.Present() && v.Start >= t.End {
 			v.Start += d
 			v.End += d

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 	"github.com/aegis-sentinel/aegis/internal/guard/eval"
 )
@@ -20,7 +21,7 @@ func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
 			kind, data, head, classifierFile string
-			asJSON, peers                    bool
+			asJSON, peers, agent             bool
 			llmOpts                          llmFlags
 		)
 		c := &cobra.Command{
@@ -51,7 +52,15 @@ the BIPIA test attack strings and the llm-guard injection cases, each against on
 injection cases), false positives at the default threshold on that pool, and NotInject
 over-defense accuracy. The npm packages are installed on first use with npm into
 $AEGIS_PEERS_CACHE (default: aegis-peers under $XDG_CACHE_HOME or ~/.cache); without node and
-npm the table has the embedded guard only.`,
+npm the table has the embedded guard only.
+
+--agent prints the agent table instead: each AgentDojo injected text (every attack template filled
+with every injection goal) and each InjecAgent tool response is placed as a tool result after a
+tool call, behind a user's task, and screened by the default input policy (guard.tool_results:
+medium); AgentDojo's environment records with every injection placeholder at its benign default
+are the benign tool outputs, and its user tasks are screened as user messages (guard.input: high).
+Besides the share flagged at the default policy it prints the share flagged at the tool-result
+score that flags 1% of the benign tool outputs.`,
 			RunE: func(c *cobra.Command, args []string) error {
 				var scorer eval.Scorer
 				switch kind {
@@ -69,6 +78,21 @@ npm the table has the embedded guard only.`,
 					scorer = s
 				default:
 					return usagef("eval: --guard must be classifier or llm, not %q", kind)
+				}
+				if agent {
+					g, ok := scorer.(*guard.Guard)
+					if !ok || len(args) > 0 {
+						return usagef("eval: --agent judges the embedded classifier's screens on its own sets and takes no arguments")
+					}
+					root := data
+					if root == "" {
+						r, err := dataset.Root()
+						if err != nil {
+							return usagef("eval: %v (use --data DIR)", err)
+						}
+						root = r
+					}
+					return runAgentEval(c.Context(), stdio.Out, root, g, asJSON)
 				}
 				if peers {
 					if len(args) > 0 {
@@ -147,6 +171,7 @@ npm the table has the embedded guard only.`,
 		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory)")
 		f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 		f.BoolVar(&peers, "peers", false, "compare with the npm guards llm_guardrail and vard on the same texts (installs them with npm into a cache outside the source tree)")
+		f.BoolVar(&agent, "agent", false, "agent traffic: screen AgentDojo's and InjecAgent's injected tool outputs, AgentDojo's benign tool outputs and its user tasks, each in its conversation, with the default input policy")
 		llmOpts.register(c)
 		return c
 	})

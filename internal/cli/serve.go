@@ -382,7 +382,7 @@ func serveInputGuard(pol *policy.Policy, classifierFile string) (func(context.Co
 	if err := pol.DecodeGuard(&ip); err != nil {
 		return nil, usageErr(err)
 	}
-	if ip.Input == "off" {
+	if ip.Input == "off" && ip.ToolResults == "off" {
 		return nil, nil // no screening: do not load the model at start-up
 	}
 	g, err := loadGuard(classifierFile)

@@ -78,6 +78,9 @@ type Event struct {
 
 	// Verdict is set on Verdict, Retry and Halt events.
 	Verdict *validator.Verdict `json:"verdict,omitempty"`
+	// ToolCalls are the calls the attempt made, with what became of each
+	// (Verdict events).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// Outcome on RequestFinished: one of the Outcome constants.
 	Outcome string `json:"outcome,omitempty"`
 	// Status is the HTTP status sent to the client (RequestFinished).
@@ -104,6 +107,24 @@ type Event struct {
 	GuardState  string `json:"guard_state,omitempty"`
 	Error       string `json:"error,omitempty"`
 }
+
+// ToolCall is one tool call an attempt made and what became of it.
+type ToolCall struct {
+	// Tool is the function's name when the request declared it, else
+	// "undeclared" (a model's made-up names must not grow the metrics).
+	Tool string `json:"tool"`
+	// Outcome is ToolReleased, ToolRefused or ToolDropped.
+	Outcome string `json:"outcome"`
+}
+
+// The outcomes of a tool call: released to the client, refused by a check
+// (a finding at the call), or dropped with an attempt that failed for
+// another reason.
+const (
+	ToolReleased = "released"
+	ToolRefused  = "refused"
+	ToolDropped  = "dropped"
+)
 
 // Bus fans events out to subscribers. The zero value is ready to use. A
 // nil *Bus discards everything, so callers need no nil checks.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -148,6 +149,7 @@ type payloadFields struct {
 	hasTools bool
 	deltas   []openai.ToolCall
 	native   []json.RawMessage
+	fcall    json.RawMessage // a legacy function_call delta
 	// finish is set on the chunk that ends the answer (finish_reason, or
 	// Ollama's done:true).
 	finish       bool
@@ -265,10 +267,24 @@ func withMeta(p []byte, m *meta) []byte {
 type toolAcc struct {
 	calls  []openai.ToolCall
 	native []json.RawMessage
+	// acc assembles the same deltas (and the legacy function_call) for
+	// the checks, with what is wrong with them (index gaps, arguments
+	// for a call never opened, arguments past the size limit).
+	acc toolcalls.Accumulator
 }
 
 // hasCalls reports whether a holds a tool call.
-func (a *toolAcc) hasCalls() bool { return len(a.calls) > 0 || len(a.native) > 0 }
+func (a *toolAcc) hasCalls() bool { return len(a.calls) > 0 || len(a.native) > 0 || a.acc.Len() > 0 }
+
+// problems returns malformed_tool_call findings for the deltas that did
+// not fit together.
+func (a *toolAcc) problems() []validator.Finding {
+	a.acc.Finish()
+	return a.acc.Findings()
+}
+
+// addFunctionCall assembles a legacy function_call delta.
+func (a *toolAcc) addFunctionCall(raw json.RawMessage) { a.acc.AddFunctionCall(raw) }
 
 // addDeltas assembles OpenAI tool-call deltas.
 func (a *toolAcc) addDeltas(deltas []openai.ToolCall) {
@@ -290,17 +306,14 @@ func (a *toolAcc) addDeltas(deltas []openai.ToolCall) {
 		}
 		c.Function.Name += d.Function.Name
 		c.Function.Arguments += d.Function.Arguments
+		args, _ := json.Marshal(d.Function.Arguments)
+		a.acc.Add(toolcalls.Delta{Index: d.Index, ID: d.ID, Type: d.Type, Name: d.Function.Name, Arguments: args}, i)
 	}
 }
 
-// deltaCalls returns the assembled OpenAI calls as the checks judge them.
-func (a *toolAcc) deltaCalls() []validator.ToolCall {
-	out := make([]validator.ToolCall, len(a.calls))
-	for i, c := range a.calls {
-		out[i] = c.Validator(i)
-	}
-	return out
-}
+// deltaCalls returns the assembled OpenAI calls (or the legacy
+// function_call) as the checks judge them.
+func (a *toolAcc) deltaCalls() []validator.ToolCall { return a.acc.Calls() }
 
 // nativeCalls returns Ollama's native calls as the checks judge them.
 func (a *toolAcc) nativeCalls() []validator.ToolCall {

@@ -114,7 +114,12 @@ func (ndjsonWire) parse(p []byte, c *chunk) error {
 func (ndjsonWire) foreign(*template, *chunk, int) bool { return false }
 
 // addTools keeps the chunk's native tool calls, each whole.
-func (ndjsonWire) addTools(a *toolAcc, c *chunk) { a.native = append(a.native, c.native...) }
+func (ndjsonWire) addTools(a *toolAcc, c *chunk) {
+	a.native = append(a.native, c.native...)
+	if raw, err := json.Marshal(c.native); err == nil {
+		a.acc.AddOllama(raw) // for what is wrong with them (problems)
+	}
+}
 
 func (ndjsonWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.nativeCalls() }
 

@@ -119,6 +119,12 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 		}
 		c.hasTools = len(c.deltas) > 0
 	}
+	if fc := f.FunctionCall; fc.Present() {
+		if raw := p[fc.Start:fc.End]; string(raw) != "null" {
+			c.fcall = raw
+			c.hasTools = true
+		}
+	}
 	if f.FinishReason.Present() {
 		if c.finishReason = c.str(f.FinishReason); c.finishReason != "" {
 			c.finish = true
@@ -130,7 +136,12 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 func (sseWire) foreign(t *template, c *chunk, attempt int) bool { return t.foreign(c, attempt) }
 
 // addTools assembles the chunk's tool-call deltas.
-func (sseWire) addTools(a *toolAcc, c *chunk) { a.addDeltas(c.deltas) }
+func (sseWire) addTools(a *toolAcc, c *chunk) {
+	a.addDeltas(c.deltas)
+	if c.fcall != nil {
+		a.addFunctionCall(c.fcall)
+	}
+}
 
 func (sseWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.deltaCalls() }
 

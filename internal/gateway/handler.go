@@ -68,6 +68,8 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		if v := g.InputCheck(r.Context(), x.req.vreq); v != nil && v.Verdict == validator.Fail && v.Action == validator.ActionBlock {
 			x.halt(*v)
 			return
+		} else if v != nil && v.Verdict == validator.Pass {
+			x.redactToolResults(v.Findings) // tool results the policy redacts rather than blocks
 		}
 	}
 	n, err := x.route.choices(x.req.body)

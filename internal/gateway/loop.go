@@ -224,6 +224,10 @@ func (l *attemptLoop) onEOF(at time.Time) pipeline.Step {
 	}
 	l.closed = true
 	l.idleT.Stop() // the upstream is done: its silence no longer matters
+	if fs := l.x.cur.tools.problems(); len(fs) > 0 {
+		// Deltas that do not make a call: the call is malformed.
+		return l.chk.Fail(fs[0], at)
+	}
 	return l.chk.CloseAt(at)
 }
 

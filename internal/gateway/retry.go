@@ -23,6 +23,7 @@ const (
 	correctionJSON   = "Reply with one valid JSON document and nothing else: no prose, no code fences."
 	correctionLoop   = "Do not repeat what you have already written. Continue with new content, or finish."
 	correctionPrefix = "Your previous answer broke this requirement: "
+	correctionTool   = "Call only the tools declared, with arguments that are one JSON object fitting the tool's parameters and the rules below."
 )
 
 // corrected builds the request of the next attempt after verdict v:
@@ -56,7 +57,11 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 		if v.Reason != validator.ReasonMalformedToolCall && x.out.sent == 0 {
 			x.constrainJSON(b, kind)
 		}
-		note = correctionJSON + " " + note
+		if v.Reason == validator.ReasonMalformedToolCall {
+			note = correctionTool + " " + note
+		} else {
+			note = correctionJSON + " " + note
+		}
 	case validator.ReasonRepetitionLoop:
 		x.route.antiRepeat(b, kind)
 		note = correctionLoop

@@ -24,6 +24,7 @@ func (x *exchange) run() {
 		case resPass:
 			ev := x.event(events.Verdict)
 			ev.Verdict, ev.HeldBytes = &res.verdict, x.out.heldMax
+			ev.ToolCalls = x.toolOutcomes(res.verdict)
 			x.publish(ev)
 			x.pass(res.verdict)
 			return
@@ -37,6 +38,7 @@ func (x *exchange) run() {
 		v := x.explainCutShort(res.verdict)
 		ev := x.event(events.Verdict)
 		ev.Verdict, ev.Text = &v, x.eventText()
+		ev.ToolCalls = x.toolOutcomes(v)
 		x.publish(ev)
 		if !x.retryable(v) {
 			x.halt(v)

@@ -34,7 +34,7 @@ type OutputConfig struct {
 
 // Register adds the check to r.
 func Register(r *validator.Registry) {
-	r.Register(validator.Spec{
+	s := validator.Spec{
 		Name:    "guard",
 		Summary: "embedded classifier for unsafe content and prompt injection in the output",
 		Doc: `Scores the streamed output with the embedded n-gram classifier at every sentence end
@@ -59,7 +59,11 @@ The verdict's risk is the policy's for the reason.`,
 			}
 			return g.NewOutput(*c)
 		},
-	})
+	}
+	// A tool call's argument values are text the model wrote, read the
+	// same way.
+	s.Arguments = s.New
+	r.Register(s)
 }
 
 // NewOutput returns an output validator over g's model.

@@ -93,6 +93,7 @@ type Collector struct {
 	guardUp       *prometheus.GaugeVec
 	upstreamErrs  *prometheus.CounterVec
 	stalls        *prometheus.CounterVec
+	toolCalls     *prometheus.CounterVec
 	superState    *prometheus.GaugeVec
 
 	mu      sync.Mutex
@@ -136,6 +137,7 @@ func New(bus *events.Bus) *Collector {
 	c.guardFallback = f.counter("aegis_guard_fallbacks_total", "Times the guard fell back away from a device.", "device")
 	c.guardUp = f.gaugeVec("aegis_guard_device_up", "1 while the guard on this device is ready, else 0.", "device")
 	c.upstreamErrs = f.counter("aegis_upstream_errors_total", "Attempts that ended with an upstream error.", "upstream")
+	c.toolCalls = f.counter("aegis_tool_calls_total", "Tool calls the model made, by tool (its declared name, else undeclared) and outcome (released, refused, dropped).", "tool", "outcome")
 	c.stalls = f.counter("aegis_upstream_stalls_total", "Attempts stopped because the upstream stalled.", "upstream")
 	c.superState = f.gaugeVec("aegis_supervisor_state", "1 for the current state of each supervised child process, 0 for its other states.", "supervisor", "child", "state")
 	c.reg.MustRegister(
@@ -274,6 +276,9 @@ func (c *Collector) verdict(e events.Event) {
 	}
 	reason, action := verdictLabels(e.Verdict)
 	c.verdicts.WithLabelValues(outcome, reason, action).Inc()
+	for _, tc := range e.ToolCalls {
+		c.toolCalls.WithLabelValues(tc.Tool, tc.Outcome).Inc()
+	}
 	if e.Verdict != nil {
 		c.mu.Lock()
 		c.judged[e.RequestID] = true

@@ -300,3 +300,22 @@ func TestSupervisorGaugeNoStaleSeries(t *testing.T) {
 		t.Errorf("current state = %v, want 1", got)
 	}
 }
+
+// TestToolCalls: each tool call of a verdict is counted by tool and outcome.
+func TestToolCalls(t *testing.T) {
+	c := New(nil)
+	pass := &validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease}
+	c.Observe(events.Event{Kind: events.Verdict, RequestID: "1", Verdict: pass, ToolCalls: []events.ToolCall{
+		{Tool: "send_email", Outcome: events.ToolReleased}, {Tool: "get_weather", Outcome: events.ToolReleased}}})
+	c.Observe(events.Event{Kind: events.Verdict, RequestID: "2", Verdict: fail(validator.ReasonSecretLeak, validator.ActionHalt),
+		ToolCalls: []events.ToolCall{{Tool: "send_email", Outcome: events.ToolRefused}, {Tool: "undeclared", Outcome: events.ToolDropped}}})
+	fams := scrape(t, c.Handler())
+	for labels, want := range map[string]float64{
+		"outcome=released,tool=send_email": 1, "outcome=refused,tool=send_email": 1,
+		"outcome=released,tool=get_weather": 1, "outcome=dropped,tool=undeclared": 1,
+	} {
+		if got := value(fams, "aegis_tool_calls_total", labels); got != want {
+			t.Errorf("aegis_tool_calls_total{%s} = %v, want %v", labels, got, want)
+		}
+	}
+}

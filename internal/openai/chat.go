@@ -240,7 +240,11 @@ func (c ToolCall) Validator(i int) validator.ToolCall {
 func (r *ChatRequest) ValidatorRequest() *validator.Request {
 	vr := &validator.Request{Messages: make([]validator.Message, 0, len(r.Messages))}
 	for _, m := range r.Messages {
-		vr.Messages = append(vr.Messages, validator.Message{Role: m.Role, Content: m.Content.String()})
+		vm := validator.Message{Role: m.Role, Content: m.Content.String(), Name: m.Name, ToolCallID: m.ToolCallID}
+		for i, c := range m.ToolCalls {
+			vm.ToolCalls = append(vm.ToolCalls, c.Validator(i))
+		}
+		vr.Messages = append(vr.Messages, vm)
 	}
 	if rf := r.ResponseFormat; rf != nil {
 		vr.ResponseFormat = rf.Validator()
@@ -249,7 +253,7 @@ func (r *ChatRequest) ValidatorRequest() *validator.Request {
 		if t.Function.Name == "" {
 			continue
 		}
-		vr.Tools = append(vr.Tools, validator.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+		vr.Tools = append(vr.Tools, validator.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	switch {
 	case r.MaxTokens != nil:

@@ -90,8 +90,11 @@ type Attempt struct {
 	bg       []bool // vs[i] is a Background check
 	tickers  []validator.Ticker
 	toolChks []validator.ToolCallChecker
-	bgs      []validator.Background
-	notify   chan struct{}
+	// req and argReaders serve the checks that read tool-call arguments.
+	req        *validator.Request
+	argReaders []argReader
+	bgs        []validator.Background
+	notify     chan struct{}
 
 	// fed is how much output was fed: the text itself is the caller's
 	// (the gateway keeps it once) and each check's own.
@@ -124,7 +127,7 @@ type arrival struct {
 // time, as a guard). It ticks Tickers once with the current time, which
 // starts their clocks.
 func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, error) {
-	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete, notify: make(chan struct{}, 1)}
+	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete, notify: make(chan struct{}, 1), req: req}
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -148,6 +151,9 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 			return fail(fmt.Errorf("pipeline: check %s: %w", c.Name, err))
 		}
 		a.add(v)
+		if c.Spec.Arguments != nil {
+			a.argReaders = append(a.argReaders, argReader{c: c})
+		}
 	}
 	jsonOut := req.WantsJSON()
 	if p.Constraints {
@@ -275,6 +281,7 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 	for _, t := range a.toolChks {
 		a.toolFinds = append(a.toolFinds, t.CheckToolCall(c)...)
 	}
+	a.toolFinds = append(a.toolFinds, a.readArguments(c)...)
 	if !a.failed {
 		a.checkFailed()
 	}

@@ -160,7 +160,7 @@ type Policy struct {
 // DefaultChecks are the checks the default policy enables when they are
 // registered. banned and regex run only when configured (or compiled from
 // the prompt), since they have nothing to check otherwise.
-var DefaultChecks = []string{"json_syntax", "json_schema", "tool_call", "repetition", "stall", "length", "leak"}
+var DefaultChecks = []string{"json_syntax", "json_schema", "tool_call", "tool_policy", "repetition", "stall", "length", "leak"}
 
 // DefaultMaxRetries is the default retry budget per reason.
 const DefaultMaxRetries = 2

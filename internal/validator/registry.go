@@ -11,6 +11,13 @@ import (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Name is a tool result's function name (role "function", or "tool"
+	// when the client sets it).
+	Name string `json:"name,omitempty"`
+	// ToolCallID is the call a tool result answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // ResponseFormat is the request's response_format, reduced to what checks use.
@@ -24,8 +31,9 @@ type ResponseFormat struct {
 
 // Tool is one function the request declares.
 type Tool struct {
-	Name       string          `json:"name"`
-	Parameters json.RawMessage `json:"parameters,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
 // Request is what a check may know about the request whose output it
@@ -122,6 +130,11 @@ type Spec struct {
 	// It returns a nil Validator and a nil error when the check does not
 	// apply to this request (json_syntax when no JSON was asked for).
 	New func(cfg any, req *Request) (Validator, error)
+	// Arguments, when set, builds the check to read the text of a tool
+	// call's argument values (each value, its decodings, and the values
+	// joined) the way it reads output text. Nil means the check does not
+	// read arguments. It may return a nil Validator, as New may.
+	Arguments func(cfg any, req *Request) (Validator, error)
 }
 
 // Registry holds Specs by name. The zero value is empty and ready to use.
@@ -170,4 +183,22 @@ func (r *Registry) All() []Spec {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// ToolName returns the function a tool result at messages[i] answers: its
+// own name, else the name of the earlier assistant call with its
+// tool_call_id ("" when neither says).
+func (r *Request) ToolName(i int) string {
+	m := r.Messages[i]
+	if m.Name != "" {
+		return m.Name
+	}
+	for j := i - 1; j >= 0; j-- {
+		for _, c := range r.Messages[j].ToolCalls {
+			if c.ID != "" && c.ID == m.ToolCallID {
+				return c.Name
+			}
+		}
+	}
+	return ""
 }

@@ -1,13 +1,16 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,3 +319,49 @@ var testRegistry = func() *validator.Registry {
 	Register(r)
 	return r
 }()
+
+// TestValidatorJudgesToolCalls: the final call judges the output with the
+// tool calls' decoded argument values; a fail names the call.
+func TestValidatorJudgesToolCalls(t *testing.T) {
+	for _, bad := range []bool{false, true} {
+		var saw atomic.Bool
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			f := &fakeLlama{fail: bytes.Contains(b, []byte("rm -rf /"))} // the call's command, not the output
+			if bytes.Contains(b, []byte("[tool call run_shell]")) {
+				saw.Store(true)
+			}
+			var req map[string]any
+			json.Unmarshal(b, &req)
+			if _, ok := req["n_probs"]; !ok && f.fail { // the rest of a fail verdict
+				json.NewEncoder(w).Encode(map[string]any{"content": `","risk":"high","reason":"malformed_tool_call","action":"halt"}`})
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			f.ServeHTTP(w, r)
+		}))
+		g, err := New(Config{URL: srv.URL, Task: "tool_call", Protocol: "verdict-json", Deadline: 2 * time.Second}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := `{"cmd":"ls -la"}`
+		if bad {
+			cmd = `{"cmd":"rm -rf / --no-preserve-root"}`
+		}
+		g.CheckToolCall(validator.ToolCall{Index: 0, Name: "run_shell", Arguments: cmd})
+		g.Close()
+		waitDone(t, g, 5*time.Second)
+		g.Wait()
+		fs := g.Findings()
+		if !saw.Load() {
+			t.Fatalf("the guard was never shown the call")
+		}
+		if bad && (len(fs) != 1 || fs[0].Path != "tool_calls/0" || !strings.Contains(fs[0].Message, "tool calls")) {
+			t.Errorf("bad call: findings %+v", fs)
+		}
+		if !bad && len(fs) != 0 {
+			t.Errorf("good call: findings %+v", fs)
+		}
+		srv.Close()
+	}
+}

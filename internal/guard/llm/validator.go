@@ -3,10 +3,13 @@ package llm
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -119,6 +122,12 @@ type Guard struct {
 	cadence   int
 	mu        sync.Mutex
 	buf       []byte
+	// calls is the text of the tool calls the model made (their decoded
+	// argument values), judged with the output by the final call; callAt
+	// names the one call when there is one.
+	calls     string
+	callCount int
+	callAt    string
 	settled   int
 	asked     int // end of the text of the last call started
 	findings  []validator.Finding
@@ -141,6 +150,7 @@ type call struct {
 	final    bool
 	prefill  bool
 	timedOut bool
+	calls    bool // the tool calls were judged with the text
 }
 
 // New builds a guard_llm validator. now is the clock; nil means the time
@@ -316,6 +326,10 @@ func (g *Guard) startLocked(final bool) {
 	g.inflight = c
 	g.asked = end
 	text := string(g.buf[:end])
+	if final && g.calls != "" {
+		text += g.calls
+		c.calls = true
+	}
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
@@ -408,10 +422,15 @@ func (g *Guard) finishLocked(c *call, res *Result, err error) {
 		if res.HasProbs {
 			msg += fmt.Sprintf(" (p_fail=%.2f)", res.PFail)
 		}
-		g.findings = append(g.findings, validator.Finding{
+		f := validator.Finding{
 			Check: "guard_llm", Reason: res.Verdict.Reason, Start: g.settled, End: max(c.end, g.settled+1),
 			Message: msg, Hint: res.Verdict.Action,
-		})
+		}
+		if c.calls {
+			f.Message += " on the output and its tool calls"
+			f.Path = g.callAt
+		}
+		g.findings = append(g.findings, f)
 	default:
 		g.settled = max(g.settled, c.end)
 	}
@@ -420,7 +439,7 @@ func (g *Guard) finishLocked(c *call, res *Result, err error) {
 		return
 	}
 	if g.closed && !g.done {
-		if g.settled >= len(g.buf) {
+		if g.settled >= len(g.buf) && (g.calls == "" || c.calls) {
 			g.done = true
 			return
 		}
@@ -486,12 +505,43 @@ func (g *Guard) Close() {
 		return
 	}
 	if g.inflight == nil {
-		if g.settled >= len(g.buf) {
+		if g.settled >= len(g.buf) && g.calls == "" {
 			g.done = true
 			return
 		}
 		g.startLocked(true)
 	}
+}
+
+// CheckToolCall implements validator.ToolCallChecker: the call's decoded
+// argument values are judged with the output by the final call (its
+// finding is reported by Findings, at tool_calls/N when there is one
+// call). A call made after Close is not judged.
+func (g *Guard) CheckToolCall(c validator.ToolCall) []validator.Finding {
+	var b strings.Builder
+	b.WriteString("\n[tool call ")
+	b.WriteString(c.Name)
+	b.WriteString("]")
+	for _, v := range toolcalls.Values(c.Arguments) {
+		b.WriteString("\n")
+		if v.Path != "" {
+			b.WriteString(v.Path)
+			b.WriteString(": ")
+		}
+		b.WriteString(v.Text)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.calls += b.String()
+	g.callCount++
+	g.callAt = "tool_calls"
+	if g.callCount == 1 {
+		g.callAt = "tool_calls/" + strconv.Itoa(c.Index)
+	}
+	return nil
 }
 
 // Done reports whether the final verdict is in (after Close).

@@ -63,7 +63,7 @@ func DefaultConfig() *Config { return &Config{} }
 
 // Register adds the check to r.
 func Register(r *validator.Registry) {
-	r.Register(validator.Spec{
+	s := validator.Spec{
 		Name:    Name,
 		Summary: "fails on banned terms (whole words, any case) and on imports of banned libraries in code",
 		Doc: `Terms are matched case-insensitively as whole words or phrases (white space
@@ -82,7 +82,11 @@ become a match.`,
 			}
 			return New(*c)
 		},
-	})
+	}
+	// A tool call's argument values are text the model wrote, read the
+	// same way.
+	s.Arguments = s.New
+	r.Register(s)
 }
 
 // Matcher is the banned-content validator. Create it with New.

@@ -102,7 +102,7 @@ func (c *Config) validate() error {
 
 // Register adds the check to r.
 func Register(r *validator.Registry) {
-	r.Register(validator.Spec{
+	s := validator.Spec{
 		Name:    Name,
 		Summary: "fails on system-prompt leaks (shingle overlap), marked secrets and credentials",
 		Doc: `System prompt: runs of 5-word shingles of the system prompt found in the output
@@ -128,7 +128,11 @@ still become a leak.`,
 			}
 			return New(*c, system)
 		},
-	})
+	}
+	// A tool call's argument values are text the model wrote, read the
+	// same way.
+	s.Arguments = s.New
+	r.Register(s)
 }
 
 // Detector is the leak validator. Create it with New.
@@ -194,11 +198,11 @@ func New(cfg Config, system string) (*Detector, error) {
 		d.allow[strings.ToLower(a)] = true
 	}
 	if cfg.SystemPrompt && system != "" {
-		d.ov = newOverlap(system, cfg.ShingleTokens, cfg.MinSystemTokens, cfg.MinLeakTokens, cfg.MinLeakFraction, maxGap)
+		d.ov = cachedOverlap(system, cfg.ShingleTokens, cfg.MinSystemTokens, cfg.MinLeakTokens, cfg.MinLeakFraction, maxGap)
 	}
 	var secrets []string
 	if cfg.MarkedSecrets && system != "" {
-		secrets = markedSecrets(system)
+		secrets = append(secrets, cachedSecrets(system)...)
 	}
 	for _, s := range cfg.Secrets {
 		secrets = append(secrets, strings.TrimSpace(s))

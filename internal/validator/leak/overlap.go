@@ -1,5 +1,10 @@
 package leak
 
+import (
+	"sync"
+	"sync/atomic"
+)
+
 // overlap finds the system prompt in the output by word shingles.
 //
 // Words are runs of ASCII letters and digits and of non-ASCII bytes,
@@ -184,6 +189,43 @@ func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap in
 	o.words = make([]uint64, k)
 	o.starts = make([]int, k)
 	return o
+}
+
+// overlapKey is what an overlap's tables depend on.
+type overlapKey struct {
+	system                    string
+	k, minWords, minLeak, gap int
+	frac                      float64
+}
+
+// overlapCache keeps each system prompt's shingle set and prefix bitset,
+// which never change once built: every attempt, and every tool call, of a
+// conversation reads the same system prompt.
+var (
+	overlapCache  sync.Map // overlapKey -> *overlap (nil: the prompt is not judged)
+	overlapCached atomic.Int64
+)
+
+const overlapCacheMax = 256
+
+// cachedOverlap is newOverlap with its tables shared: the result has its
+// own reading state over tables built once per system prompt.
+func cachedOverlap(system string, k, minWords, minLeak int, frac float64, maxGap int) *overlap {
+	key := overlapKey{system, k, minWords, minLeak, maxGap, frac}
+	var t *overlap
+	if v, ok := overlapCache.Load(key); ok {
+		t = v.(*overlap)
+	} else {
+		t = newOverlap(system, k, minWords, minLeak, frac, maxGap)
+		if overlapCached.Add(1) <= overlapCacheMax {
+			overlapCache.Store(key, t) // the template is never read from
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	return &overlap{k: t.k, need: t.need, maxGap: t.maxGap, set: t.set, pre: t.pre, preBits: t.preBits,
+		words: make([]uint64, t.k), starts: make([]int, t.k), seq: make([]uint64, t.k)}
 }
 
 // byteAt feeds the output byte at offset at. It returns true, with the

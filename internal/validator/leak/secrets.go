@@ -3,14 +3,37 @@ package leak
 import (
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // Marked secrets: values the system prompt itself labels as secret.
 var (
 	reSecretTag  = regexp.MustCompile(`(?is)<secret>\s*(.*?)\s*</secret>`)
-	reSecretLine = regexp.MustCompile(`(?im)^[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*\.?[ \t]*$`)
+	reSecretLine = regexp.MustCompile(`(?im)(?:^|[.!?:;][ \t]+)[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*(?:\.?[ \t]*$|[.;]\s+[A-Z])`)
 	reSecretIs   = regexp.MustCompile(`(?i)\b(?:secret(?:[ _-]?(?:key|code|word|phrase))?|password|passphrase|pass ?code|pin|api[ _-]?key|code ?word)\s+is\s+["'\x60“]?([^\s"'\x60”,;]+[^\s"'\x60”,;.])`)
 )
+
+// secretsCache keeps markedSecrets by system prompt: the same prompt is
+// read for every attempt and every tool call of a conversation. The
+// values are never modified.
+var (
+	secretsCache  sync.Map // string -> []string
+	secretsCached atomic.Int64
+)
+
+const secretsCacheMax = 1024
+
+func cachedSecrets(system string) []string {
+	if v, ok := secretsCache.Load(system); ok {
+		return v.([]string)
+	}
+	s := markedSecrets(system)
+	if secretsCached.Add(1) <= secretsCacheMax {
+		secretsCache.Store(system, s)
+	}
+	return s
+}
 
 // minSecretLen is the shortest marked secret that is matched: shorter
 // values ("no", "42") would match ordinary text.

@@ -131,6 +131,21 @@ max_match_bytes: 256
 			}
 			return set.New(), nil
 		},
+		// A call's arguments are judged by the deny rules only: a
+		// required pattern is about the answer's text.
+		Arguments: func(cfg any, _ *validator.Request) (validator.Validator, error) {
+			c, _ := cfg.(*Config)
+			if c == nil || len(c.Deny) == 0 && len(c.DenyPresets) == 0 {
+				return nil, nil
+			}
+			d := *c
+			d.Require, d.RequirePresets = nil, nil
+			set, err := Compile(&d)
+			if err != nil || set.Empty() {
+				return nil, err
+			}
+			return set.New(), nil
+		},
 	})
 }
 

@@ -1,0 +1,146 @@
+package guard
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// A tool result is data: a page, a mail, a file, a review. Text in it that
+// speaks to the agent rather than about its subject is an indirect prompt
+// injection. Besides the classifier, two kinds of sign are read:
+//
+//   - override and authority markers that no ordinary document addresses
+//     to its reader ("ignore your previous instructions", "important
+//     message ... to you, <model>", "<INFORMATION>", "###(system_message)",
+//     "before you can solve the task");
+//   - a request in the user's or an owner's voice to act on their things
+//     ("Please unlock my front door", "Transfer $500 from my account",
+//     "change the password of the user"): a request sentence whose verb is
+//     an action an agent's tools perform and whose object is "my ..." or
+//     "the user('s) ...". A bill asking its reader to pay it is not this.
+
+var overrideRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
+	`\b(?:ignore|disregard|forget|override|skip)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+|my\s+)*(?:previous|prior|above|earlier|preceding|former|original|other|initial)\s+(?:\w+\s+)?(?:\w*structions?|directions?|prompts?|rules|tasks?|guidelines|commands?|orders)`,
+	`\b(?:new|updated|revised|real|true|actual)\s+instructions?\s*[:!]`,
+	`\bimportant\s+(?:message|instructions?|notice|note|update)\s+from\s+(?:me|the\s+user|your\s+user)`,
+	`</?\s*information\s*>`,
+	`#+\s*\(?\s*system[_ ]?(?:message|prompt|instruction|override)`,
+	`\[\s*system\s*(?:message|prompt|note|override)?\s*\]`,
+	`\bto\s+you,?\s+(?:the\s+)?(?:ai|assistant|model|agent|gpt[\w.-]*|claude[\w.-]*|llama[\w.-]*|gemini[\w.-]*|chatbot|llm)\b`,
+	`\bbefore\s+you\s+(?:can\s+)?(?:solve|do|complete|continue|proceed|answer|finish|start)\s+(?:with\s+)?(?:the|this|your|my)\s+(?:task|request|job|question)`,
+	`\b(?:dear|hey|attention|note\s+to\s+(?:the\s+)?)\s*(?:ai|assistant|agent|model|chatbot|llm)\b[,:!]`,
+	`\b(?:ai|assistant|agent|model|chatbot|llm)s?\s*[,:]\s*(?:you\s+)?(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to)\b`,
+	`\bdo\s+not\s+(?:tell|inform|notify|alert|mention\s+(?:this|it)\s+to)\s+the\s+user\b`,
+	`\bstrictly\s+adhere\s+to\s+the\s+following\b`,
+	`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`,
+	`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`,
+}, "|"))
+
+// actionVerbs are what an agent's tools do on a user's behalf.
+var actionVerbs = []string{
+	"send", "transfer", "forward", "email", "e-mail", "mail", "unlock", "lock", "grant", "give", "delete", "remove",
+	"erase", "wipe", "pay", "wire", "share", "post", "upload", "download", "install", "change", "reset", "disable",
+	"deactivate", "cancel", "invite", "add", "move", "sell", "buy", "purchase", "order", "withdraw", "deposit",
+	"schedule", "update", "turn", "open", "close", "retrieve", "get", "find", "list", "export", "copy", "book",
+	"reserve", "create", "set", "initiate", "make", "approve", "authorize", "revoke", "release", "invest", "donate",
+	"publish", "tweet", "message", "text", "call", "visit", "navigate", "click", "run", "execute", "start", "stop",
+	"block", "unblock", "allow", "enable", "reply", "redirect", "swap", "convert", "modify", "edit", "rename",
+	"replace", "submit", "apply", "sign", "register", "subscribe", "unsubscribe", "follow", "like", "search",
+	"check", "read", "collect", "gather", "compile", "save", "store", "archive", "leak", "exfiltrate", "reveal",
+	"disclose", "provide", "tell", "show", "restart", "shut", "boot", "format", "increase", "decrease", "raise",
+	"lower", "adjust", "refund", "charge", "request", "assign", "transfer",
+}
+
+var (
+	// requestRE finds a request sentence: "Please VERB", "Can/Could/Would
+	// you (please) VERB", "TODO: VERB", or a sentence that opens with VERB
+	// (after a sentence end, or at the start of a quoted value: tool
+	// results are mostly JSON or dict-shaped records) and goes on with
+	// more words (a key named "email" is not a request).
+	requestRE = regexp.MustCompile(`(?i)(?:^|[.!?\n:;]\s*|["'\x60(\[{]\s*|\bplease\s+|\b(?:can|could|would|will)\s+you\s+(?:please\s+|kindly\s+)?|\btodo\s*:\s*|\bkindly\s+)(` +
+		strings.Join(actionVerbs, "|") + `)\s+([^.!?\n]{1,200})`)
+	// ownedRE is an object that belongs to the user: "my X", "the user",
+	// "the user's X", "user's".
+	ownedRE = regexp.MustCompile(`(?i)\bmy\s+\w|\b(?:the|your)\s+user(?:'s)?\b|\buser's\b`)
+)
+
+// ToolResultScore is how a tool result looks to the injection screen.
+type ToolResultScore struct {
+	Risk validator.Risk
+	// Prob is the classifier's probability for the prompt_injection head.
+	Prob float32
+	// Why says what was seen, for findings ("" at low risk).
+	Why string
+	// Suspect is the lower bar the egress rule uses: the classifier near
+	// its threshold, or any request to act in the data.
+	Suspect bool
+	// Verb is the action a request in the data asks for ("" when none).
+	Verb string
+}
+
+// ScoreToolResult judges a tool result for indirect prompt injection.
+func (g *Guard) ScoreToolResult(text string) ToolResultScore {
+	s := g.score(text, classifier.HeadInjection)
+	out := ToolResultScore{Prob: s.Prob}
+	h, _ := g.model.Head(classifier.HeadInjection)
+	switch {
+	case s.HighRisk:
+		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
+	case s.Flag:
+		out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
+	}
+	if h != nil && s.Raw >= h.Threshold-1 {
+		out.Suspect = true
+	}
+	if m := overrideRE.FindString(text); m != "" {
+		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("it addresses the agent: %q", clip(m))
+	}
+	for _, m := range requestRE.FindAllStringSubmatchIndex(text, 32) {
+		verb := strings.ToLower(text[m[2]:m[3]])
+		rest := text[m[4]:m[5]]
+		if out.Verb == "" {
+			out.Verb = verb
+		}
+		out.Suspect = true
+		if ownedRE.MatchString(rest) && out.Risk < validator.RiskMedium {
+			out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("it asks to act on the user's behalf: %q", clip(strings.TrimSpace(text[m[2]:m[5]])))
+			out.Verb = verb
+		}
+	}
+	if out.Risk >= validator.RiskMedium {
+		out.Suspect = true
+	}
+	return out
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
+}
+
+// SuspectToolResult is the egress rule's screen: a tool result is flagged
+// when it reaches medium risk, or when it asks for an action the user's
+// own words never mention (a bill asking to be paid is fine when the user
+// asked to pay it).
+func (g *Guard) SuspectToolResult(text, user string) (bool, string) {
+	s := g.ScoreToolResult(text)
+	if s.Risk >= validator.RiskMedium {
+		return true, s.Why
+	}
+	if !s.Suspect {
+		return false, ""
+	}
+	if s.Verb != "" && !strings.Contains(strings.ToLower(user), s.Verb) {
+		return true, fmt.Sprintf("it asks to %s, which the user never asked for", s.Verb)
+	}
+	if s.Verb == "" {
+		return true, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
+	}
+	return false, ""
+}

@@ -1,0 +1,267 @@
+// Package toolpolicy is the tool_policy check: which tools a model may call
+// and with what arguments. It holds allow and deny lists of tool names,
+// per-tool rules written in CEL over the parsed arguments, the request's
+// messages and the declared tools, and two built-in rules that need no
+// configuration for tools whose names and schemas say what they are:
+//
+//   - egress: a tool that sends something out (mail, messages, HTTP,
+//     transfers, uploads) may only send to an address, URL host or account
+//     that the user, the system prompt, a tool's declaration or the
+//     allow-list named, or that a tool result which was not itself flagged
+//     as injected named. An address only a flagged result named, or any
+//     unnamed one while a flagged result is in the conversation, is
+//     prompt_injection; an unnamed one otherwise is a policy violation the
+//     model is asked to correct.
+//   - shell: a tool that runs commands may not run destructive or
+//     remote-code commands (rm -rf /, mkfs, dd to a device, fork bombs,
+//     curl | sh, reverse shells, boot-loader changes): unsafe_content.
+package toolpolicy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// Name is the registry name of the check.
+const Name = "tool_policy"
+
+// Rule is one CEL rule for a tool.
+type Rule struct {
+	// Expr is a CEL expression that must be true for the call to pass.
+	Expr string `yaml:"expr" json:"expr"`
+	// Message says what the rule asks, for the finding and the corrective
+	// retry.
+	Message string `yaml:"message" json:"message"`
+	// Reason is the finding's reason code (default malformed_tool_call,
+	// which retries with the message restated).
+	Reason validator.Reason `yaml:"reason" json:"reason"`
+}
+
+// Egress configures the egress rule.
+type Egress struct {
+	// Enabled switches the rule on (default true).
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// Auto recognises egress tools by name and schema (default true).
+	Auto bool `yaml:"auto" json:"auto"`
+	// Tools are further tool names the rule applies to.
+	Tools []string `yaml:"tools" json:"tools"`
+	// Allow lists destinations that are always fine: addresses, domains
+	// (a host matches its parent domains), accounts.
+	Allow []string `yaml:"allow" json:"allow"`
+}
+
+// Shell configures the shell rule.
+type Shell struct {
+	Enabled bool     `yaml:"enabled" json:"enabled"`
+	Auto    bool     `yaml:"auto" json:"auto"`
+	Tools   []string `yaml:"tools" json:"tools"`
+}
+
+// Config configures tool_policy.
+type Config struct {
+	// Allow, when not empty, is the only tools the model may call.
+	Allow []string `yaml:"allow" json:"allow"`
+	// Deny are tools the model may never call.
+	Deny []string `yaml:"deny" json:"deny"`
+	// Rules are CEL rules by tool name ("*" for every tool).
+	Rules  map[string][]Rule `yaml:"rules" json:"rules"`
+	Egress Egress            `yaml:"egress" json:"egress"`
+	Shell  Shell             `yaml:"shell" json:"shell"`
+}
+
+// DefaultConfig turns on the built-in rules with recognition by name and
+// schema.
+func DefaultConfig() *Config {
+	return &Config{Egress: Egress{Enabled: true, Auto: true}, Shell: Shell{Enabled: true, Auto: true}}
+}
+
+// Screen judges a tool result's text for indirect prompt injection at the
+// low bar the egress rule uses, given what the user asked (their messages
+// joined): true when the text looks injected, with a short reason. The
+// checks package wires the guard's screen in; nil means no tool result is
+// flagged.
+type Screen func(text, user string) (bool, string)
+
+const doc = `Judges every tool call the model makes (after tool_call has checked its name and
+JSON). allow: only these tools may be called; deny: these never. rules: per tool
+("*" for all), CEL expressions that must be true, over args (the parsed arguments),
+tool (its name), messages (list of {role, content, name, tool_call_id}) and tools
+(the declared {name, description}); a false rule fails with its message (reason
+malformed_tool_call by default: the model is asked again with the rule restated).
+
+egress: tools that send something out are recognised by name (send_email,
+post_message, http_request, transfer_money, upload_file, ...) and schema (a to,
+recipient, url, iban or account parameter). Every destination in the arguments
+(e-mail addresses, URL hosts, IBANs, the values of recipient-like parameters) must
+be named by the user, the system prompt, a tool declaration, the allow list, or a
+tool result that was not flagged as injected. A destination only a flagged result
+named, or any unnamed one while a flagged result is in the conversation, fails with
+prompt_injection; an unnamed one otherwise fails with malformed_tool_call.
+
+shell: tools that run commands (bash, shell, run_command, execute, terminal, or a
+command/cmd/script parameter) may not run destructive or remote-code commands:
+rm -rf of / or ~, mkfs, dd or redirection onto a disk device, fork bombs, a
+download piped into a shell, reverse shells, boot-loader changes (unsafe_content).
+
+Findings name the call and the argument: tool_calls/N/arguments/path, offsets
+into that value.`
+
+// Register adds the check to r; screen flags injected tool results (nil:
+// none are).
+func Register(r *validator.Registry, screen Screen) {
+	r.Register(validator.Spec{
+		Name:    Name,
+		Summary: "tool allow/deny lists, CEL argument rules, and the built-in egress and shell rules",
+		Doc:     doc,
+		Reasons: []validator.Reason{validator.ReasonMalformedToolCall, validator.ReasonPromptInjection, validator.ReasonUnsafeContent},
+		Example: `deny: [delete_repository]
+rules:
+  send_email:
+    - expr: 'args.to.endsWith("@corp.example")'
+      message: mail only to corp.example addresses
+egress:
+  enabled: true
+  auto: true
+  tools: [notify_partner]
+  allow: [corp.example, billing@supplier.example]
+shell:
+  enabled: true
+  auto: true
+  tools: [run]
+`,
+		Config: func() any { return DefaultConfig() },
+		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
+			c, _ := cfg.(*Config)
+			if c == nil {
+				c = DefaultConfig()
+			}
+			return New(c, req, screen)
+		},
+	})
+}
+
+// Validator is the tool_policy check for one attempt.
+type Validator struct {
+	cfg    *Config
+	req    *validator.Request
+	screen Screen
+	rules  map[string][]compiled
+	n      int
+
+	trust *trust // built on the first egress call
+}
+
+// New builds the check for req.
+func New(cfg *Config, req *validator.Request, screen Screen) (*Validator, error) {
+	if req == nil {
+		req = &validator.Request{}
+	}
+	v := &Validator{cfg: cfg, req: req, screen: screen}
+	if len(cfg.Rules) > 0 {
+		v.rules = map[string][]compiled{}
+		for tool, rs := range cfg.Rules {
+			for i, r := range rs {
+				p, err := compile(r.Expr)
+				if err != nil {
+					return nil, fmt.Errorf("tool_policy: rules.%s[%d]: %w", tool, i, err)
+				}
+				if r.Reason != validator.ReasonNone && !r.Reason.Valid() {
+					return nil, fmt.Errorf("tool_policy: rules.%s[%d]: unknown reason %q", tool, i, r.Reason)
+				}
+				v.rules[tool] = append(v.rules[tool], compiled{Rule: r, prg: p})
+			}
+		}
+	}
+	return v, nil
+}
+
+// Name implements validator.Validator.
+func (v *Validator) Name() string { return Name }
+
+// Write implements validator.Validator; the text is not judged.
+func (v *Validator) Write(p []byte) (int, error) { v.n += len(p); return len(p), nil }
+
+// Settled implements validator.Validator.
+func (v *Validator) Settled() int { return v.n }
+
+// Findings implements validator.Validator; calls are judged by CheckToolCall.
+func (v *Validator) Findings() []validator.Finding { return nil }
+
+// Close implements validator.Validator.
+func (v *Validator) Close() {}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckToolCall implements validator.ToolCallChecker.
+func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
+	base := "tool_calls/" + strconv.Itoa(call.Index)
+	fail := func(reason validator.Reason, path string, start, end int, format string, args ...any) validator.Finding {
+		return validator.Finding{Check: Name, Reason: reason, Start: start, End: end, Path: path,
+			Message: fmt.Sprintf(format, args...)}
+	}
+	if contains(v.cfg.Deny, call.Name) {
+		return []validator.Finding{fail(validator.ReasonMalformedToolCall, base+"/name", 0, 0,
+			"tool %q is denied by the policy; do not call it", call.Name)}
+	}
+	if len(v.cfg.Allow) > 0 && !contains(v.cfg.Allow, call.Name) {
+		return []validator.Finding{fail(validator.ReasonMalformedToolCall, base+"/name", 0, 0,
+			"tool %q is not among the tools the policy allows (%s)", call.Name, strings.Join(v.cfg.Allow, ", "))}
+	}
+	var args any
+	if s := strings.TrimSpace(call.Arguments); s != "" {
+		if json.Unmarshal([]byte(s), &args) != nil {
+			return nil // tool_call reports arguments that are not JSON
+		}
+	}
+	var out []validator.Finding
+	for _, key := range []string{"*", call.Name} {
+		for _, r := range v.rules[key] {
+			ok, err := r.eval(call.Name, args, v.req)
+			if err == nil && ok {
+				continue
+			}
+			msg := r.Message
+			if msg == "" {
+				msg = "rule " + r.Expr
+			}
+			if err != nil {
+				msg += fmt.Sprintf(" (the rule could not be evaluated: %v)", err)
+			}
+			reason := r.Reason
+			if reason == validator.ReasonNone {
+				reason = validator.ReasonMalformedToolCall
+			}
+			out = append(out, fail(reason, base+"/arguments", 0, len(call.Arguments), "call to %q breaks a tool rule: %s", call.Name, msg))
+		}
+	}
+	tool := v.declared(call.Name)
+	if v.cfg.Shell.Enabled && (contains(v.cfg.Shell.Tools, call.Name) || v.cfg.Shell.Auto && isShell(call.Name, tool)) {
+		out = append(out, v.checkShell(call, base)...)
+	}
+	if v.cfg.Egress.Enabled && (contains(v.cfg.Egress.Tools, call.Name) || v.cfg.Egress.Auto && isEgress(call.Name, tool)) {
+		out = append(out, v.checkEgress(call, base)...)
+	}
+	return out
+}
+
+func (v *Validator) declared(name string) *validator.Tool {
+	for i := range v.req.Tools {
+		if v.req.Tools[i].Name == name {
+			return &v.req.Tools[i]
+		}
+	}
+	return nil
+}
+
+var _ validator.ToolCallChecker = (*Validator)(nil)
