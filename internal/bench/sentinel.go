@@ -67,7 +67,7 @@ type Options struct {
 	// starts a CPU server for it (with Binary and Model).
 	MainURL string
 
-	Threads   int   // -t for servers and llama-bench; 0 = the physical cores
+	Threads   int   // -t for servers and llama-bench; 0 = devices.GuardThreads of the physical cores, as serve runs the guard
 	CtxSize   int   // default 2048
 	Reps      int   // repetitions per speed test (server and llama-bench); default 5
 	Verdicts  int   // time-to-verdict samples; default 5
@@ -99,7 +99,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Threads <= 0 {
-		o.Threads = physicalCores()
+		o.Threads = devices.GuardThreads(PhysicalCores())
 	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = 2048
@@ -803,8 +803,8 @@ func recommend(ds []DeviceResult) (string, string) {
 	return "CPU", "no device beats the CPU by the table's margin (>= 1.2x time to verdict)"
 }
 
-// physicalCores is the CPU's physical core count (1 when unknown).
-func physicalCores() int {
+// PhysicalCores is the CPU's physical core count (1 when unknown).
+func PhysicalCores() int {
 	r, err := devices.Discover(context.Background(), devices.Options{NoPCIIDs: true})
 	if err != nil || r.CPU.Cores < 1 {
 		return 1

@@ -192,7 +192,7 @@ uses, and caches it.`,
 		f.StringArrayVar(&envs, "env", nil, "KEY=VALUE for the GPU servers' environment; repeatable")
 		f.BoolVar(&asJSON, "json", false, "write the results as JSON")
 		f.StringVar(&report, "report", "", "write an HTML (.html) or SVG (.svg) report with charts")
-		f.IntVar(&threads, "threads", 0, "threads for servers and llama-bench (-t); 0 = the physical cores")
+		f.IntVar(&threads, "threads", 0, "threads for servers and llama-bench (-t); 0 = the physical cores less the ones left to a main server, as serve runs the guard")
 		f.IntVar(&reps, "reps", 0, "repetitions per speed test (default 3)")
 		f.IntVar(&verdicts, "verdicts", 0, "time-to-verdict samples per device (default 5)")
 		f.IntVar(&stability, "stability", 0, "fresh-start placement runs for the stability check (default 3, -1 skips)")

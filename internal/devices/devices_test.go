@@ -434,3 +434,22 @@ func FuzzParseSMI(f *testing.F) {
 		}
 	})
 }
+
+// TestGuardThreadsH200: on the recorded 16-core machine the default leaves
+// the main server at least two cores (14 threads, the count that kept a
+// verdict beside decoding as fast as alone there).
+func TestGuardThreadsH200(t *testing.T) {
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "h200")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := GuardThreads(r.CPU.Cores)
+	if got != 14 || r.CPU.Cores-got < 2 {
+		t.Errorf("GuardThreads(%d) = %d, want 14 (two cores left)", r.CPU.Cores, got)
+	}
+	for _, c := range []struct{ cores, want int }{{1, 1}, {2, 1}, {3, 2}, {4, 2}, {8, 6}, {32, 30}, {64, 60}} {
+		if g := GuardThreads(c.cores); g != c.want {
+			t.Errorf("GuardThreads(%d) = %d, want %d", c.cores, g, c.want)
+		}
+	}
+}
