@@ -66,6 +66,11 @@ type Options struct {
 	// MainURL is the main model's server for the interference test; ""
 	// starts a CPU server for it (with Binary and Model).
 	MainURL string
+	// MainKind is MainURL's API (auto: detected) and MainModel the model
+	// to ask there (Ollama and OpenAI servers; "" takes the one they list
+	// first).
+	MainKind  MainKind
+	MainModel string
 
 	Threads   int   // -t for servers and llama-bench; 0 = devices.GuardThreads of the physical cores, as serve runs the guard
 	CtxSize   int   // default 2048
@@ -299,7 +304,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// The main model for the interference test.
 	var main *endpoint
 	if !o.NoInterference {
-		m, err := r.open(ctx, devices.Device{Name: "none"}, o.MainURL)
+		m, err := r.openMain(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bench: main model server: %w", err)
 		}
@@ -368,6 +373,9 @@ type endpoint struct {
 	srv server
 	sup *supervisor.Supervisor
 	url string
+	// main is set on a main model given by URL: its own API, which may be
+	// Ollama's or an OpenAI-compatible one.
+	main mainModel
 }
 
 func (e *endpoint) pid() int {
@@ -410,15 +418,48 @@ func (r *runner) open(ctx context.Context, d devices.Device, url string) (*endpo
 	return &endpoint{srv: server{c: sup.HTTPClient(2 * time.Minute), proto: r.proto}, sup: sup, url: sup.URL()}, nil
 }
 
+// openMain opens the main model's server: MainURL in its own API, or a
+// llama-server started on the CPU.
+func (r *runner) openMain(ctx context.Context) (*endpoint, error) {
+	if r.o.MainURL == "" {
+		return r.open(ctx, devices.Device{Name: "none"}, "")
+	}
+	ep, err := r.open(ctx, devices.Device{Name: "none"}, r.o.MainURL)
+	if err != nil {
+		return nil, err
+	}
+	m, err := openMain(ctx, r.o.MainURL, r.o.MainKind, r.o.MainModel, ep.srv.c)
+	if err != nil {
+		return nil, err
+	}
+	ep.main = m
+	return ep, nil
+}
+
+// decode generates n tokens on the main model and returns its decode
+// speed: from its own counters where its API has them (llama-server's
+// timings, Ollama's eval_count and eval_duration), else timed from its
+// stream.
+func (e *endpoint) decode(ctx context.Context, n int) (float64, error) {
+	if e.main != nil {
+		return e.main.decode(ctx, n)
+	}
+	t, err := e.srv.generate(ctx, 1, n)
+	if err != nil {
+		return 0, err
+	}
+	return t.PredictedPerSecond, nil
+}
+
 // mainSpeed is the main model's tg64 speed (median tok/s).
 func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error) {
 	var v []float64
 	for range r.o.Reps {
-		t, err := main.srv.generate(ctx, 1, 64)
+		t, err := main.decode(ctx, 64)
 		if err != nil {
 			return 0, err
 		}
-		v = append(v, t.PredictedPerSecond)
+		v = append(v, t)
 	}
 	return summarize(v).Median, nil
 }
