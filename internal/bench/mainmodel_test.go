@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 // fakeMain answers as a llama-server, an Ollama or an OpenAI-compatible
@@ -126,5 +130,30 @@ func TestParseMainKind(t *testing.T) {
 	}
 	if _, err := ParseMainKind("vllm"); err == nil {
 		t.Error("unknown kind accepted")
+	}
+}
+
+// TestPowerPerDevice: a CPU guard is charged the RAPL package only, never
+// a GPU's board power, even with nvidia-smi present; a CUDA device is
+// charged its own GPU's power (nvidia-smi --id from its index).
+func TestPowerPerDevice(t *testing.T) {
+	dir := t.TempDir()
+	smi := filepath.Join(dir, "nvidia-smi")
+	script := "#!/bin/sh\nfor a in \"$@\"; do case $a in --id=1) echo 127.5; exit 0;; --id=*) echo 80.0; exit 0;; esac; done; printf '80.0\\n127.5\\n'\n"
+	if err := os.WriteFile(smi, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := lookNvidiaSMI
+	lookNvidiaSMI = func() (string, error) { return smi, nil }
+	t.Cleanup(func() { lookNvidiaSMI = old })
+	ctx := context.Background()
+	if p := startPower(ctx, t.TempDir(), devices.Named("CPU")).stop(ctx); p.Source != "n/a" || p.Watts != 0 {
+		t.Errorf("CPU guard without RAPL: %+v, want n/a (never the GPU's watts)", p)
+	}
+	if p := startPower(ctx, t.TempDir(), devices.Named("CUDA1")).stop(ctx); p.Source != "nvidia-smi" || p.Watts != 127.5 {
+		t.Errorf("CUDA1: %+v, want GPU 1's 127.5 W", p)
+	}
+	if p := startPower(ctx, t.TempDir(), devices.Named("CUDA0")).stop(ctx); p.Watts != 80 {
+		t.Errorf("CUDA0: %+v, want GPU 0's 80 W", p)
 	}
 }

@@ -194,6 +194,11 @@ type DeviceResult struct {
 	// this device, as a share of its speed alone (1 = no slowdown).
 	MainTokS  float64 `json:"main_tok_s,omitempty"`
 	MainShare float64 `json:"main_share,omitempty"`
+	// MainBeside is every main-model answer's speed with the guard busy,
+	// and MainShareRange the slowest and fastest of them over the median
+	// alone: the spread of the interference.
+	MainBeside     Stat       `json:"main_beside_tok_s,omitzero"`
+	MainShareRange [2]float64 `json:"main_share_range,omitzero"`
 	// Failure path, with a hot CPU standby: kill -9 of this device's
 	// server → next good verdict (RecoveryMS) and → this device serving
 	// again (RestartMS); RecoveryLost counts requests that failed.
@@ -225,6 +230,7 @@ type Report struct {
 	Started        time.Time      `json:"started"`
 	Duration       time.Duration  `json:"duration_ns"`
 	MainAloneTokS  float64        `json:"main_alone_tok_s,omitempty"`
+	MainAlone      Stat           `json:"main_alone,omitzero"` // every answer's speed alone
 	Devices        []DeviceResult `json:"devices"`
 	Stability      []string       `json:"stability_choices,omitempty"`
 	Stable         bool           `json:"stable"`
@@ -310,8 +316,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		defer m.close()
 		main = m
-		if v, err := r.mainSpeed(ctx, main); err == nil {
-			rep.MainAloneTokS = v
+		if st, err := r.mainSpeeds(ctx, main); err == nil {
+			rep.MainAlone, rep.MainAloneTokS = st, st.Median
 		}
 	}
 	r.step("main model alone")
@@ -451,17 +457,21 @@ func (e *endpoint) decode(ctx context.Context, n int) (float64, error) {
 	return t.PredictedPerSecond, nil
 }
 
-// mainSpeed is the main model's tg64 speed (median tok/s).
-func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error) {
+// interferenceSamples is the fewest main-model answers per interference
+// measurement: fewer say nothing about a few percent of slowdown.
+const interferenceSamples = 5
+
+// mainSpeeds is the main model's tg64 speed over max(Reps, 5) answers.
+func (r *runner) mainSpeeds(ctx context.Context, main *endpoint) (Stat, error) {
 	var v []float64
-	for range r.o.Reps {
+	for range max(r.o.Reps, interferenceSamples) {
 		t, err := main.decode(ctx, 64)
 		if err != nil {
-			return 0, err
+			return Stat{}, err
 		}
 		v = append(v, t)
 	}
-	return summarize(v).Median, nil
+	return summarize(v), nil
 }
 
 func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, mainAlone float64) DeviceResult {
@@ -559,7 +569,7 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 		if _, err := ep.srv.generate(ctx, toks[0], 2); err != nil {
 			return fail(err)
 		}
-		pm := startPower(ctx, r.o.Root)
+		pm := startPower(ctx, r.o.Root, d)
 		for _, n := range r.o.TG {
 			t, err := ep.srv.generate(ctx, toks[0], n)
 			if err != nil {
@@ -640,8 +650,14 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 	r.step(d.Label() + " time to verdict")
 
 	if main != nil && mainAlone > 0 {
-		if v, err := r.withBusyGuard(ctx, ep, func() (float64, error) { return r.mainSpeed(ctx, main) }); err == nil {
-			res.MainTokS, res.MainShare = v, v/mainAlone
+		var st Stat
+		if _, err := r.withBusyGuard(ctx, ep, func() (float64, error) {
+			var err error
+			st, err = r.mainSpeeds(ctx, main)
+			return st.Median, err
+		}); err == nil {
+			res.MainTokS, res.MainShare, res.MainBeside = st.Median, st.Median/mainAlone, st
+			res.MainShareRange = [2]float64{st.Min / mainAlone, st.Max / mainAlone}
 		} else {
 			res.Error = "interference: " + err.Error()
 		}
