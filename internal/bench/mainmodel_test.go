@@ -157,3 +157,16 @@ func TestPowerPerDevice(t *testing.T) {
 		t.Errorf("CUDA0: %+v, want GPU 0's 80 W", p)
 	}
 }
+
+func FuzzStreamSpeed(f *testing.F) {
+	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\ndata: [DONE]\n\n")
+	f.Add("data: {\"choices\":[],\"timings\":{\"predicted_per_second\":1e309}}\n\n")
+	f.Add(": ping\n\ndata: {bad\n\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		n := 0
+		v, err := streamSpeed(strings.NewReader(s), func() time.Time { n++; return time.Unix(0, int64(n)*int64(time.Millisecond)) })
+		if err == nil && !(v > 0) {
+			t.Fatalf("speed %v without an error", v)
+		}
+	})
+}

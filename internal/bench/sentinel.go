@@ -457,6 +457,15 @@ func (e *endpoint) decode(ctx context.Context, n int) (float64, error) {
 	return t.PredictedPerSecond, nil
 }
 
+// shareOf is the main model's speed beside the busy guard as a share of
+// its median speed alone, with the slowest and fastest answer's share.
+func shareOf(aloneMedian float64, beside Stat) (float64, [2]float64) {
+	if aloneMedian <= 0 || beside.N == 0 {
+		return 0, [2]float64{}
+	}
+	return beside.Median / aloneMedian, [2]float64{beside.Min / aloneMedian, beside.Max / aloneMedian}
+}
+
 // interferenceSamples is the fewest main-model answers per interference
 // measurement: fewer say nothing about a few percent of slowdown.
 const interferenceSamples = 5
@@ -656,8 +665,8 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 			st, err = r.mainSpeeds(ctx, main)
 			return st.Median, err
 		}); err == nil {
-			res.MainTokS, res.MainShare, res.MainBeside = st.Median, st.Median/mainAlone, st
-			res.MainShareRange = [2]float64{st.Min / mainAlone, st.Max / mainAlone}
+			res.MainTokS, res.MainBeside = st.Median, st
+			res.MainShare, res.MainShareRange = shareOf(mainAlone, st)
 		} else {
 			res.Error = "interference: " + err.Error()
 		}

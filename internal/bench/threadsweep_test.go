@@ -181,3 +181,32 @@ func golden(t *testing.T, path, got string) {
 		t.Errorf("%s differs:\n%s", path, got)
 	}
 }
+
+// TestShareRecorded: the recorded interference run (five 128-token
+// answers of the CUDA main model alone and beside the CPU guard answering
+// verdicts back to back) gives its recorded share, with the range of the
+// five answers.
+func TestShareRecorded(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "h200", "interfere.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Alone  []float64 `json:"main_alone_tok_s"`
+		Beside []float64 `json:"main_with_guard_tok_s"`
+		Share  float64   `json:"main_share"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	share, rng := shareOf(summarize(rec.Alone).Median, summarize(rec.Beside))
+	if d := share - rec.Share; d > 1e-9 || d < -1e-9 {
+		t.Errorf("share %.4f, recorded %.4f", share, rec.Share)
+	}
+	if rng[0] > 0.95 || rng[0] < 0.93 || rng[1] < 1.0 || rng[1] > 1.01 {
+		t.Errorf("range %.3f-%.3f, want about 0.939-1.005 (one answer at 320.8, one at 343.3 of a 341.7 median)", rng[0], rng[1])
+	}
+	if s, _ := shareOf(0, summarize(rec.Beside)); s != 0 {
+		t.Errorf("no speed alone: share %v", s)
+	}
+}
