@@ -23,7 +23,7 @@ type AutoOptions struct {
 	Binary  string
 	Model   string
 	Devices []devices.Device // candidates; the CPU is added when missing
-	Threads int              // default: the physical cores
+	Threads int              // default: devices.GuardThreads of the physical cores
 	// CacheFile holds cached placements; "" means
 	// $XDG_CACHE_HOME/aegis/placement.json (~/.cache when unset).
 	CacheFile string
@@ -119,7 +119,7 @@ func AutoPlace(ctx context.Context, o AutoOptions) (*Placement, error) {
 // applies the interpretation table.
 func measurePlacement(ctx context.Context, o AutoOptions) (*Placement, error) {
 	if o.Threads <= 0 {
-		o.Threads = physicalCores()
+		o.Threads = devices.GuardThreads(PhysicalCores())
 	}
 	if o.Samples <= 0 {
 		o.Samples = 3

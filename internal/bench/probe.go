@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/aegis-sentinel/aegis/internal/devices"
+
 	"context"
 	"os"
 	"os/exec"
@@ -157,50 +159,58 @@ func readUint(path string) (uint64, bool) {
 	return n, err == nil
 }
 
-// powerMeter reads RAPL package energy (all packages) or samples
-// nvidia-smi board power; with neither it reports "n/a".
+// powerMeter reads the energy of the device a guard runs on: RAPL
+// package energy (all packages) for the CPU and for devices that live in
+// the CPU package (an iGPU), nvidia-smi board power of the one GPU for a
+// CUDA device. A CPU guard is never charged a GPU's watts: with no RAPL it
+// reports "n/a".
 type powerMeter struct {
 	root    string
 	domains []string
 	e0      []uint64
 	start   time.Time
 	nvidia  string
+	gpu     int // nvidia-smi --id
 	w0      float64
 }
 
-func startPower(ctx context.Context, root string) *powerMeter {
+// lookNvidiaSMI finds nvidia-smi (tests replace it).
+var lookNvidiaSMI = func() (string, error) { return exec.LookPath("nvidia-smi") }
+
+func startPower(ctx context.Context, root string, d devices.Device) *powerMeter {
 	p := &powerMeter{root: root, start: time.Now()}
-	for _, d := range raplDomains(root) {
-		if e, ok := readUint(filepath.Join(d, "energy_uj")); ok {
-			p.domains = append(p.domains, d)
-			p.e0 = append(p.e0, e)
+	if d.Backend == devices.BackendCUDA {
+		// CUDA0 is GPU 0 in nvidia-smi unless CUDA_VISIBLE_DEVICES
+		// reorders them.
+		idx, err := strconv.Atoi(strings.TrimLeft(d.Name, "CUDAcuda"))
+		if path, lerr := lookNvidiaSMI(); err == nil && lerr == nil {
+			p.nvidia, p.gpu = path, idx
+			p.w0 = nvidiaWatts(ctx, path, idx)
 		}
+		return p
 	}
-	if len(p.domains) == 0 {
-		if path, err := exec.LookPath("nvidia-smi"); err == nil {
-			p.nvidia = path
-			p.w0 = nvidiaWatts(ctx, path)
+	for _, dom := range raplDomains(root) {
+		if e, ok := readUint(filepath.Join(dom, "energy_uj")); ok {
+			p.domains = append(p.domains, dom)
+			p.e0 = append(p.e0, e)
 		}
 	}
 	return p
 }
 
-func nvidiaWatts(ctx context.Context, path string) float64 {
+// nvidiaWatts is GPU gpu's board power draw now, or -1.
+func nvidiaWatts(ctx context.Context, path string, gpu int) float64 {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "--query-gpu=power.draw", "--format=csv,noheader,nounits").Output()
+	out, err := exec.CommandContext(ctx, path, "--query-gpu=power.draw", "--format=csv,noheader,nounits", "--id="+strconv.Itoa(gpu)).Output()
 	if err != nil {
 		return -1
 	}
-	var sum float64
-	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(l), 64)
-		if err != nil {
-			return -1
-		}
-		sum += v
+	v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil || v < 0 {
+		return -1
 	}
-	return sum
+	return v
 }
 
 func (p *powerMeter) stop(ctx context.Context) Power {
@@ -232,7 +242,7 @@ func (p *powerMeter) stop(ctx context.Context) Power {
 		return Power{Source: "rapl", Joules: j, Watts: j / wall, Domains: doms}
 	}
 	if p.nvidia != "" {
-		w1 := nvidiaWatts(ctx, p.nvidia)
+		w1 := nvidiaWatts(ctx, p.nvidia, p.gpu)
 		if p.w0 >= 0 && w1 >= 0 {
 			w := (p.w0 + w1) / 2
 			return Power{Source: "nvidia-smi", Watts: w, Joules: w * wall}

@@ -66,8 +66,13 @@ type Options struct {
 	// MainURL is the main model's server for the interference test; ""
 	// starts a CPU server for it (with Binary and Model).
 	MainURL string
+	// MainKind is MainURL's API (auto: detected) and MainModel the model
+	// to ask there (Ollama and OpenAI servers; "" takes the one they list
+	// first).
+	MainKind  MainKind
+	MainModel string
 
-	Threads   int   // -t for servers and llama-bench; 0 = the physical cores
+	Threads   int   // -t for servers and llama-bench; 0 = devices.GuardThreads of the physical cores, as serve runs the guard
 	CtxSize   int   // default 2048
 	Reps      int   // repetitions per speed test (server and llama-bench); default 5
 	Verdicts  int   // time-to-verdict samples; default 5
@@ -99,7 +104,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.Threads <= 0 {
-		o.Threads = physicalCores()
+		o.Threads = devices.GuardThreads(PhysicalCores())
 	}
 	if o.CtxSize <= 0 {
 		o.CtxSize = 2048
@@ -189,6 +194,11 @@ type DeviceResult struct {
 	// this device, as a share of its speed alone (1 = no slowdown).
 	MainTokS  float64 `json:"main_tok_s,omitempty"`
 	MainShare float64 `json:"main_share,omitempty"`
+	// MainBeside is every main-model answer's speed with the guard busy,
+	// and MainShareRange the slowest and fastest of them over the median
+	// alone: the spread of the interference.
+	MainBeside     Stat       `json:"main_beside_tok_s,omitzero"`
+	MainShareRange [2]float64 `json:"main_share_range,omitzero"`
 	// Failure path, with a hot CPU standby: kill -9 of this device's
 	// server → next good verdict (RecoveryMS) and → this device serving
 	// again (RestartMS); RecoveryLost counts requests that failed.
@@ -220,6 +230,7 @@ type Report struct {
 	Started        time.Time      `json:"started"`
 	Duration       time.Duration  `json:"duration_ns"`
 	MainAloneTokS  float64        `json:"main_alone_tok_s,omitempty"`
+	MainAlone      Stat           `json:"main_alone,omitzero"` // every answer's speed alone
 	Devices        []DeviceResult `json:"devices"`
 	Stability      []string       `json:"stability_choices,omitempty"`
 	Stable         bool           `json:"stable"`
@@ -299,14 +310,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// The main model for the interference test.
 	var main *endpoint
 	if !o.NoInterference {
-		m, err := r.open(ctx, devices.Device{Name: "none"}, o.MainURL)
+		m, err := r.openMain(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("bench: main model server: %w", err)
 		}
 		defer m.close()
 		main = m
-		if v, err := r.mainSpeed(ctx, main); err == nil {
-			rep.MainAloneTokS = v
+		if st, err := r.mainSpeeds(ctx, main); err == nil {
+			rep.MainAlone, rep.MainAloneTokS = st, st.Median
 		}
 	}
 	r.step("main model alone")
@@ -368,6 +379,9 @@ type endpoint struct {
 	srv server
 	sup *supervisor.Supervisor
 	url string
+	// main is set on a main model given by URL: its own API, which may be
+	// Ollama's or an OpenAI-compatible one.
+	main mainModel
 }
 
 func (e *endpoint) pid() int {
@@ -410,17 +424,63 @@ func (r *runner) open(ctx context.Context, d devices.Device, url string) (*endpo
 	return &endpoint{srv: server{c: sup.HTTPClient(2 * time.Minute), proto: r.proto}, sup: sup, url: sup.URL()}, nil
 }
 
-// mainSpeed is the main model's tg64 speed (median tok/s).
-func (r *runner) mainSpeed(ctx context.Context, main *endpoint) (float64, error) {
-	var v []float64
-	for range r.o.Reps {
-		t, err := main.srv.generate(ctx, 1, 64)
-		if err != nil {
-			return 0, err
-		}
-		v = append(v, t.PredictedPerSecond)
+// openMain opens the main model's server: MainURL in its own API, or a
+// llama-server started on the CPU.
+func (r *runner) openMain(ctx context.Context) (*endpoint, error) {
+	if r.o.MainURL == "" {
+		return r.open(ctx, devices.Device{Name: "none"}, "")
 	}
-	return summarize(v).Median, nil
+	ep, err := r.open(ctx, devices.Device{Name: "none"}, r.o.MainURL)
+	if err != nil {
+		return nil, err
+	}
+	m, err := openMain(ctx, r.o.MainURL, r.o.MainKind, r.o.MainModel, ep.srv.c)
+	if err != nil {
+		return nil, err
+	}
+	ep.main = m
+	return ep, nil
+}
+
+// decode generates n tokens on the main model and returns its decode
+// speed: from its own counters where its API has them (llama-server's
+// timings, Ollama's eval_count and eval_duration), else timed from its
+// stream.
+func (e *endpoint) decode(ctx context.Context, n int) (float64, error) {
+	if e.main != nil {
+		return e.main.decode(ctx, n)
+	}
+	t, err := e.srv.generate(ctx, 1, n)
+	if err != nil {
+		return 0, err
+	}
+	return t.PredictedPerSecond, nil
+}
+
+// shareOf is the main model's speed beside the busy guard as a share of
+// its median speed alone, with the slowest and fastest answer's share.
+func shareOf(aloneMedian float64, beside Stat) (float64, [2]float64) {
+	if aloneMedian <= 0 || beside.N == 0 {
+		return 0, [2]float64{}
+	}
+	return beside.Median / aloneMedian, [2]float64{beside.Min / aloneMedian, beside.Max / aloneMedian}
+}
+
+// interferenceSamples is the fewest main-model answers per interference
+// measurement: fewer say nothing about a few percent of slowdown.
+const interferenceSamples = 5
+
+// mainSpeeds is the main model's tg64 speed over max(Reps, 5) answers.
+func (r *runner) mainSpeeds(ctx context.Context, main *endpoint) (Stat, error) {
+	var v []float64
+	for range max(r.o.Reps, interferenceSamples) {
+		t, err := main.decode(ctx, 64)
+		if err != nil {
+			return Stat{}, err
+		}
+		v = append(v, t)
+	}
+	return summarize(v), nil
 }
 
 func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, mainAlone float64) DeviceResult {
@@ -518,7 +578,7 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 		if _, err := ep.srv.generate(ctx, toks[0], 2); err != nil {
 			return fail(err)
 		}
-		pm := startPower(ctx, r.o.Root)
+		pm := startPower(ctx, r.o.Root, d)
 		for _, n := range r.o.TG {
 			t, err := ep.srv.generate(ctx, toks[0], n)
 			if err != nil {
@@ -599,8 +659,14 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 	r.step(d.Label() + " time to verdict")
 
 	if main != nil && mainAlone > 0 {
-		if v, err := r.withBusyGuard(ctx, ep, func() (float64, error) { return r.mainSpeed(ctx, main) }); err == nil {
-			res.MainTokS, res.MainShare = v, v/mainAlone
+		var st Stat
+		if _, err := r.withBusyGuard(ctx, ep, func() (float64, error) {
+			var err error
+			st, err = r.mainSpeeds(ctx, main)
+			return st.Median, err
+		}); err == nil {
+			res.MainTokS, res.MainBeside = st.Median, st
+			res.MainShare, res.MainShareRange = shareOf(mainAlone, st)
 		} else {
 			res.Error = "interference: " + err.Error()
 		}
@@ -803,8 +869,8 @@ func recommend(ds []DeviceResult) (string, string) {
 	return "CPU", "no device beats the CPU by the table's margin (>= 1.2x time to verdict)"
 }
 
-// physicalCores is the CPU's physical core count (1 when unknown).
-func physicalCores() int {
+// PhysicalCores is the CPU's physical core count (1 when unknown).
+func PhysicalCores() int {
 	r, err := devices.Discover(context.Background(), devices.Options{NoPCIIDs: true})
 	if err != nil || r.CPU.Cores < 1 {
 		return 1

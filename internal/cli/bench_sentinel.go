@@ -19,6 +19,9 @@ func init() {
 	benchSubcommands = append(benchSubcommands, func(stdio *IO) *cobra.Command {
 		var (
 			model, server, llamaBench, report, mainURL string
+			mainKind, mainModel                        string
+			sweep                                      []int
+			sweepSamples, sweepTokens                  int
 			evalFile, protocol                         string
 			repairs                                    int
 			devs, urls, envs                           []string
@@ -101,7 +104,33 @@ uses, and caches it.`,
 						return usagef("--report must end in .html or .svg, got %q", report)
 					}
 				}
+				mk, err := bench.ParseMainKind(mainKind)
+				if err != nil {
+					return usagef("--main-kind: %v", err)
+				}
 				ctx := c.Context()
+				if len(sweep) > 0 {
+					for _, t := range sweep {
+						if t <= 0 {
+							return usagef("--thread-sweep wants positive thread counts, got %d", t)
+						}
+					}
+					if mainURL == "" {
+						return usagef("--thread-sweep measures the guard beside a running main model: give --main-url")
+					}
+					s, err := bench.SweepThreads(ctx, bench.Options{Binary: server, Model: model, MainURL: mainURL, MainKind: mk,
+						MainModel: mainModel, Protocol: protocol}, sweep, sweepSamples, sweepTokens)
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						enc := json.NewEncoder(stdio.Out)
+						enc.SetIndent("", "  ")
+						return enc.Encode(s)
+					}
+					bench.WriteThreadSweep(stdio.Out, s)
+					return nil
+				}
 				resolved, err := bench.ResolveDevices(ctx, server, devs, envs)
 				if err != nil {
 					return err
@@ -130,7 +159,7 @@ uses, and caches it.`,
 					fmt.Fprintf(stdio.Out, "guard device: %s%s: %s\n", p.Device, cached, p.Reason)
 					return nil
 				}
-				o := bench.Options{Binary: server, Model: model, Devices: resolved, URLs: urlMap, MainURL: mainURL,
+				o := bench.Options{Binary: server, Model: model, Devices: resolved, URLs: urlMap, MainURL: mainURL, MainKind: mk, MainModel: mainModel,
 					Threads: threads, Reps: reps, Verdicts: verdicts, Stability: stability,
 					EvalFile: evalFile, Protocol: protocol, Repairs: repairs}
 				if !noLlamaBench {
@@ -189,10 +218,15 @@ uses, and caches it.`,
 		f.BoolVar(&noLlamaBench, "no-llama-bench", false, "report the servers' timings as the device speeds instead of running llama-bench")
 		f.StringArrayVar(&urls, "url", nil, "DEVICE=URL of an already running server to benchmark instead of starting one; repeatable")
 		f.StringVar(&mainURL, "main-url", "", "main model server for the interference test (default: start one on the CPU)")
+		f.StringVar(&mainKind, "main-kind", "auto", "API of --main-url: auto (detected), llama-server, ollama or openai (any OpenAI-compatible server)")
+		f.StringVar(&mainModel, "main-model", "", "model to ask at --main-url (Ollama and OpenAI servers; default: the one they list first)")
+		f.IntSliceVar(&sweep, "thread-sweep", nil, "instead of the device benchmark, start the guard on the CPU with each of these thread counts (e.g. 16,14,12,8) beside the main model at --main-url and print threads vs main model share vs time to verdict, with a recommendation")
+		f.IntVar(&sweepSamples, "sweep-samples", 5, "answers and verdicts per thread count in --thread-sweep")
+		f.IntVar(&sweepTokens, "sweep-tokens", 512, "tokens per main model answer in --thread-sweep")
 		f.StringArrayVar(&envs, "env", nil, "KEY=VALUE for the GPU servers' environment; repeatable")
 		f.BoolVar(&asJSON, "json", false, "write the results as JSON")
 		f.StringVar(&report, "report", "", "write an HTML (.html) or SVG (.svg) report with charts")
-		f.IntVar(&threads, "threads", 0, "threads for servers and llama-bench (-t); 0 = the physical cores")
+		f.IntVar(&threads, "threads", 0, "threads for servers and llama-bench (-t); 0 = the physical cores less the ones left to a main server, as serve runs the guard")
 		f.IntVar(&reps, "reps", 0, "repetitions per speed test (default 3)")
 		f.IntVar(&verdicts, "verdicts", 0, "time-to-verdict samples per device (default 5)")
 		f.IntVar(&stability, "stability", 0, "fresh-start placement runs for the stability check (default 3, -1 skips)")

@@ -87,11 +87,20 @@ func printDevices(stdio *IO, r *devices.Report) {
 		}
 		if g.VRAM > 0 {
 			fmt.Fprintf(w, ", %d MiB VRAM", g.VRAM)
+			if g.VRAMUsed > 0 {
+				fmt.Fprintf(w, " (%d MiB used)", g.VRAMUsed)
+			}
 		}
 		if g.BootVGA {
 			fmt.Fprint(w, ", boot VGA")
 		}
+		if g.DriverVersion != "" || g.ComputeCap != "" {
+			fmt.Fprintf(w, "\n\tnvidia-smi: GPU %d, driver %s, compute capability %s", derefInt(g.SMIIndex), orDash(g.DriverVersion), orDash(g.ComputeCap))
+		}
 		fmt.Fprintf(w, "\n\tclass %s: %s\n\tbackends: %s\n", g.Class.Label, g.Class.Note, joinBackends(g.Class.Backends))
+	}
+	if r.SMIErr != "" {
+		fmt.Fprintf(w, "\tnvidia-smi: %s\n", r.SMIErr)
 	}
 	if r.LlamaServer != "" {
 		fmt.Fprintln(w)
@@ -103,6 +112,9 @@ func printDevices(stdio *IO, r *devices.Report) {
 		for _, d := range r.Runtime {
 			fmt.Fprintf(w, "  %s\t%s, %s, %d MiB (%d MiB free)\n\tclass %s: %s\n", d.Name, d.Description, d.Kind, d.Total, d.Free, d.Class.Label, d.Class.Note)
 		}
+		for _, u := range r.Unreached {
+			fmt.Fprintf(w, "  missing\t%s\n", u.BuildNote("this llama-server"))
+		}
 	}
 	w.Flush()
 }
@@ -113,4 +125,18 @@ func joinBackends(bs []devices.Backend) string {
 		s[i] = string(b)
 	}
 	return strings.Join(s, ", ")
+}
+
+func derefInt(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

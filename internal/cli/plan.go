@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"text/tabwriter"
 
@@ -44,8 +45,12 @@ type planReport struct {
 	ComputeBytes    uint64   `json:"compute_bytes,omitempty"`
 	MTP             *mtpInfo `json:"mtp,omitempty"`
 
-	Devices     planDevices      `json:"devices,omitempty"`
-	DeviceNotes []string         `json:"device_notes,omitempty"`
+	Devices     planDevices `json:"devices,omitempty"`
+	DeviceNotes []string    `json:"device_notes,omitempty"`
+	// BuildNeeded says which llama-server build the command line needs
+	// when it places the model on a GPU the discovered llama-server has
+	// no backend for.
+	BuildNeeded string           `json:"build_needed,omitempty"`
 	Guard       *placement.Guard `json:"guard,omitempty"`
 	*placement.Plan
 
@@ -72,6 +77,8 @@ type planFlags struct {
 	ctxSet        bool
 	discoverWith  string   // llama-server for --list-devices
 	discoverEnv   []string // its extra environment
+	// discover replaces devices.Discover (tests on recorded machines).
+	discover func(context.Context, devices.Options) (*devices.Report, error)
 }
 
 func init() {
@@ -159,6 +166,7 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 		devs = append(devs, d)
 	}
 	var discoveryNotes []string
+	var unreached []devices.Unreached
 	if len(devs) == 0 {
 		// No devices by hand: ask the devices package (aegis devices).
 		for _, e := range f.discoverEnv {
@@ -166,10 +174,11 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 				return nil, usagef("--env wants KEY=VALUE, got %q", e)
 			}
 		}
-		d, notes, err := discoverDevices(ctx, f.discoverWith, f.discoverEnv)
+		d, notes, un, err := discoverDevices(ctx, f)
 		if err != nil {
 			return nil, err
 		}
+		unreached = un
 		devs, discoveryNotes = d, append([]string{"devices discovered on this machine (aegis devices)"}, notes...)
 	}
 	m, err := gguf.Open(args[0], gguf.Limits{})
@@ -226,7 +235,7 @@ func runPlan(ctx context.Context, args []string, f planFlags) (*planReport, erro
 		ContextLength: m.ContextLength, ExpertCount: m.Experts, ExpertUsedCount: m.ExpertsUsed,
 		FileBytes: m.FileBytes, WeightsBytes: m.WeightsBytes, Ctx: ctxTokens, Parallel: f.parallel, KVType: kvType.String(),
 		KVBytesPerToken: float64(kv) / float64(cells), KVBytes: kv, ComputeBytes: compute, MTP: mtp,
-		Devices: devs, DeviceNotes: discoveryNotes, Guard: rep.Guard, Plan: &plan,
+		Devices: devs, DeviceNotes: discoveryNotes, Guard: rep.Guard, Plan: &plan, BuildNeeded: buildNeeded(plan.CommandLine, unreached),
 		GuardBudget: rep.GuardBudget, GuardBudgetCtx: rep.GuardBudgetCtx, GuardBudgetFits: rep.GuardBudgetFits,
 	}
 	return rep, nil
@@ -300,6 +309,9 @@ func writePlan(w io.Writer, r *planReport) {
 		if r.CommandLine != "" {
 			fmt.Fprintf(w, "\ncommand:\n  %s\n", r.CommandLine)
 		}
+		if r.BuildNeeded != "" {
+			fmt.Fprintf(w, "  (%s)\n", r.BuildNeeded)
+		}
 	}
 	if r.GuardBudgetFits != nil {
 		if r.Plan != nil {
@@ -357,13 +369,26 @@ func (p planDevices) MarshalJSON() ([]byte, error) {
 
 // discoverDevices turns `aegis devices` discovery into placement devices:
 // the CPU with its RAM, and each device llama-server lists under the name
-// -dev takes. Software rasterizers (llvmpipe) and unknown kinds are left
-// out: placing a model there is never advice (testbed: llvmpipe decoded at
-// 109 vs about 2,400 tok/s on the CPU).
-func discoverDevices(ctx context.Context, server string, env []string) ([]devices.Device, []string, error) {
-	r, err := devices.Discover(ctx, devices.Options{LlamaServer: server, Env: env})
+// -dev takes (the --llama-server given, else the one on PATH). Software
+// rasterizers (llvmpipe) and unknown kinds are left out: placing a model
+// there is never advice (testbed: llvmpipe decoded at 109 vs about 2,400
+// tok/s on the CPU). A GPU on the bus that the llama-server has no backend
+// for is planned for under the name a build with that backend gives it
+// (CUDA0), when its memory is known, and said so.
+func discoverDevices(ctx context.Context, f planFlags) ([]devices.Device, []string, []devices.Unreached, error) {
+	server := f.discoverWith
+	if server == "" {
+		if p, err := exec.LookPath("llama-server"); err == nil {
+			server = p
+		}
+	}
+	discover := f.discover
+	if discover == nil {
+		discover = devices.Discover
+	}
+	r, err := discover(ctx, devices.Options{LlamaServer: server, Env: f.discoverEnv})
 	if err != nil {
-		return nil, nil, fmt.Errorf("plan: discovering devices: %w", err)
+		return nil, nil, nil, fmt.Errorf("plan: discovering devices: %w", err)
 	}
 	var out []devices.Device
 	var notes []string
@@ -384,5 +409,38 @@ func discoverDevices(ctx context.Context, server string, env []string) ([]device
 	if r.RuntimeErr != "" {
 		notes = append(notes, "llama-server --list-devices: "+r.RuntimeErr)
 	}
-	return out, notes, nil
+	if r.LlamaServer == "" {
+		for _, g := range r.GPUs {
+			if g.Kind == devices.KindDiscreteGPU || g.Kind == devices.KindIntegratedGPU {
+				notes = append(notes, fmt.Sprintf("%s at %s seen on the PCI bus; no llama-server was asked which devices it can use (give --llama-server)", g.Name, g.Address))
+			}
+		}
+	}
+	var planned []devices.Unreached
+	for _, u := range r.Unreached {
+		notes = append(notes, u.BuildNote("llama-server "+r.LlamaServer))
+		if u.Memory <= 0 {
+			notes = append(notes, fmt.Sprintf("%s's memory is unknown; give it with --device %s:SIZE:%s to plan for it", u.Name, u.DevName, u.Kind))
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("planned for %s as %s (%d MiB), for a llama-server built with %s", u.Name, u.DevName, u.Memory, u.Needs[0]))
+		out = append(out, u.Device())
+		planned = append(planned, u)
+	}
+	return out, notes, planned, nil
+}
+
+// buildNeeded names the build the command line needs when it uses a
+// device only such a build has.
+func buildNeeded(cmd string, un []devices.Unreached) string {
+	for _, u := range un {
+		for _, f := range strings.Fields(cmd) {
+			for _, name := range strings.Split(f, ",") {
+				if name == u.DevName {
+					return fmt.Sprintf("needs a llama-server built with %s: the one found has no %s backend and cannot see the %s", u.Needs[0], u.Needs[0], u.Name)
+				}
+			}
+		}
+	}
+	return ""
 }

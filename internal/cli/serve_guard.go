@@ -41,6 +41,9 @@ type guardServerConfig struct {
 	FailOpen *bool `yaml:"fail_open"`
 	// Deadline bounds every guard call (guard_llm's deadline).
 	Deadline time.Duration `yaml:"deadline"`
+	// Threads is the guard server's -t; 0 means the physical cores less
+	// the ones the main server's host threads need (devices.GuardThreads).
+	Threads int `yaml:"threads"`
 }
 
 // guardFlags adds serve's guard-server flags; they override the config.
@@ -51,6 +54,7 @@ func guardFlags(c *cobra.Command, g *guardServerConfig) {
 	f.StringVar(&g.LlamaServer, "guard-llama-server", "", "llama-server binary for the guard (default: llama-server on PATH)")
 	f.StringArrayVar(&g.Env, "guard-env", nil, "K=V environment for the guard server, repeatable (e.g. GGML_VK_VISIBLE_DEVICES=0)")
 	f.DurationVar(&g.Deadline, "guard-deadline", 0, "how long one guard verdict may take, on the guard server or the guard workers (default 2s)")
+	f.IntVar(&g.Threads, "guard-threads", 0, "threads of the guard server (default: the physical cores less two, left to the main server's own threads)")
 }
 
 // merge lays the flags that were set over the config file's section.
@@ -69,6 +73,9 @@ func (g guardServerConfig) merge(flags guardServerConfig) guardServerConfig {
 	}
 	if flags.Deadline > 0 {
 		g.Deadline = flags.Deadline
+	}
+	if flags.Threads > 0 {
+		g.Threads = flags.Threads
 	}
 	return g
 }
@@ -106,8 +113,12 @@ func startGuardServer(ctx context.Context, gc guardServerConfig, bus *events.Bus
 		}
 		dev = devs[0]
 	}
+	threads := gc.Threads
+	if threads <= 0 {
+		threads = devices.GuardThreads(bench.PhysicalCores())
+	}
 	sup := supervisor.New(supervisor.Config{
-		Binary: path, Model: gc.Model, Chain: []devices.Device{dev},
+		Binary: path, Model: gc.Model, Chain: []devices.Device{dev}, Threads: threads,
 		HotStandby: !dev.IsCPU(), // a warm CPU spare: the next verdict comes from it if the device fails
 		Bus:        bus,
 	})

@@ -40,6 +40,10 @@ const (
 	ClassRadeon890M  = "amd-890m"
 	ClassStrixHalo   = "amd-strix-halo"
 	ClassRTX         = "nvidia-rtx"
+	ClassNVIDIADC    = "nvidia-datacenter"
+	ClassNVIDIA      = "nvidia-gpu"
+	ClassAMDInstinct = "amd-instinct"
+	ClassIntelDC     = "intel-datacenter"
 	ClassApple       = "apple"
 	ClassSoftware    = "software"
 	ClassUnknownIGPU = "unknown-igpu"
@@ -58,6 +62,10 @@ var classes = map[string]Class{
 	ClassRadeon890M:  {ClassRadeon890M, "Radeon 880M/890M (Ryzen AI 300): stronger candidate", []Backend{BackendVulkan, BackendROCm}},
 	ClassStrixHalo:   {ClassStrixHalo, "Ryzen AI Max Radeon 8050S/8060S: serious UMA class", []Backend{BackendVulkan, BackendROCm}},
 	ClassRTX:         {ClassRTX, "NVIDIA RTX discrete GPU: main engine, not the sidecar", []Backend{BackendCUDA, BackendVulkan}},
+	ClassNVIDIADC:    {ClassNVIDIADC, "NVIDIA datacenter GPU (A100, H100, H200, L40S class): the main model's engine with memory to spare; the guard goes beside it only if measured not to slow it", []Backend{BackendCUDA, BackendVulkan}},
+	ClassNVIDIA:      {ClassNVIDIA, "NVIDIA discrete GPU not in the table: a main engine; measure before putting the guard on it", []Backend{BackendCUDA, BackendVulkan}},
+	ClassAMDInstinct: {ClassAMDInstinct, "AMD Instinct datacenter GPU: the main model's engine (ROCm)", []Backend{BackendROCm, BackendVulkan}},
+	ClassIntelDC:     {ClassIntelDC, "Intel datacenter GPU (Max, Flex): a main engine (SYCL)", []Backend{BackendSYCL, BackendVulkan}},
 	ClassApple:       {ClassApple, "Apple GPU: unified memory, shares the main model's GPU", []Backend{BackendMetal}},
 	ClassSoftware:    {ClassSoftware, "not a real GPU: software rasterizer on the CPU, slower than the CPU backend", []Backend{BackendVulkan}},
 	ClassUnknownIGPU: {ClassUnknownIGPU, "integrated GPU not in the table: measure before use", []Backend{BackendVulkan}},
@@ -134,6 +142,33 @@ var pciTable = map[[2]uint16]pciName{
 	{VendorNVIDIA, 0x2c02}: {"NVIDIA GeForce RTX 5080", ClassRTX, false},
 	{VendorNVIDIA, 0x2c05}: {"NVIDIA GeForce RTX 5070 Ti", ClassRTX, false},
 	{VendorNVIDIA, 0x2f04}: {"NVIDIA GeForce RTX 5070", ClassRTX, false},
+	// NVIDIA datacenter cards (3D controllers, class 0x0302).
+	{VendorNVIDIA, 0x1db1}: {"NVIDIA Tesla V100 SXM2", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x1db4}: {"NVIDIA Tesla V100 PCIe", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x1eb8}: {"NVIDIA Tesla T4", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x20b0}: {"NVIDIA A100 SXM4 40GB", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x20b2}: {"NVIDIA A100 SXM4 80GB", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x20b5}: {"NVIDIA A100 PCIe 80GB", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x20b7}: {"NVIDIA A30", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x20f1}: {"NVIDIA A100 PCIe 40GB", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2235}: {"NVIDIA A40", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2236}: {"NVIDIA A10", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2321}: {"NVIDIA H100 NVL", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2330}: {"NVIDIA H100 SXM5 80GB", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2331}: {"NVIDIA H100 PCIe", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2335}: {"NVIDIA H200", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x2342}: {"NVIDIA GH200", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x26b5}: {"NVIDIA L40", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x26b9}: {"NVIDIA L40S", ClassNVIDIADC, false},
+	{VendorNVIDIA, 0x27b8}: {"NVIDIA L4", ClassNVIDIADC, false},
+	// AMD Instinct.
+	{VendorAMD, 0x738c}: {"AMD Instinct MI100", ClassAMDInstinct, false},
+	{VendorAMD, 0x740c}: {"AMD Instinct MI250X/MI250", ClassAMDInstinct, false},
+	{VendorAMD, 0x740f}: {"AMD Instinct MI210", ClassAMDInstinct, false},
+	{VendorAMD, 0x74a1}: {"AMD Instinct MI300X", ClassAMDInstinct, false},
+	// Intel datacenter.
+	{VendorIntel, 0x0bd5}: {"Intel Data Center GPU Max 1550", ClassIntelDC, false},
+	{VendorIntel, 0x56c0}: {"Intel Data Center GPU Flex 170", ClassIntelDC, false},
 }
 
 // lookupPCI returns the built-in entry for a vendor/device pair.
@@ -149,7 +184,7 @@ func classifyPCI(vendor, device uint16, integrated bool) string {
 		return n.class
 	}
 	if vendor == VendorNVIDIA {
-		return ClassRTX
+		return ClassNVIDIA
 	}
 	if integrated {
 		return ClassUnknownIGPU
@@ -174,7 +209,11 @@ var descRules = []descRule{
 	{regexp.MustCompile(`(?i)8[89]0m|strix|gfx1150`), ClassRadeon890M},
 	{regexp.MustCompile(`(?i)780m|gfx1103`), ClassRadeon780M},
 	{regexp.MustCompile(`(?i)7[46]0m`), ClassRadeon760M},
-	{regexp.MustCompile(`(?i)\brtx\b|geforce|nvidia|tesla|quadro`), ClassRTX},
+	{regexp.MustCompile(`(?i)instinct|\bmi[123]\d\d[a-z]*\b|gfx90a|gfx94[02]`), ClassAMDInstinct},
+	{regexp.MustCompile(`(?i)data\s*center\s*gpu|ponte\s*vecchio`), ClassIntelDC},
+	{regexp.MustCompile(`(?i)\b(gh200|gb200|[hb]100|[hb]200|h800|h20|a100|a800|a40|a30|a10g?|l40s?|l4|l20|t4|v100|p100)\b|tesla`), ClassNVIDIADC},
+	{regexp.MustCompile(`(?i)\brtx\b|geforce|quadro`), ClassRTX},
+	{regexp.MustCompile(`(?i)nvidia`), ClassNVIDIA},
 	{regexp.MustCompile(`(?i)apple|\bm[1-5]\b`), ClassApple},
 }
 

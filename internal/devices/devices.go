@@ -94,9 +94,15 @@ type GPU struct {
 	Driver     string `json:"driver,omitempty"`
 	BootVGA    bool   `json:"boot_vga"`
 	Kind       Kind   `json:"kind"`
-	VRAM       int64  `json:"vram_mib,omitempty"` // dedicated memory when the driver says (amdgpu)
+	VRAM       int64  `json:"vram_mib,omitempty"` // dedicated memory when the driver says (amdgpu, nvidia-smi)
 	Class      Class  `json:"class"`
-	NameSource string `json:"name_source"` // "table", "pci.ids" or "ids"
+	NameSource string `json:"name_source"` // "table", "pci.ids", "ids" or "nvidia-smi"
+
+	// From nvidia-smi, for NVIDIA GPUs when it answers.
+	SMIIndex      *int   `json:"smi_index,omitempty"`
+	VRAMUsed      int64  `json:"vram_used_mib,omitempty"`
+	DriverVersion string `json:"driver_version,omitempty"`
+	ComputeCap    string `json:"compute_capability,omitempty"`
 }
 
 // Device is one place llama-server can run a model, and the only device
@@ -165,6 +171,10 @@ type Report struct {
 	LlamaServer string   `json:"llama_server,omitempty"`
 	Runtime     []Device `json:"runtime_devices,omitempty"`
 	RuntimeErr  string   `json:"runtime_error,omitempty"`
+	SMIErr      string   `json:"nvidia_smi_error,omitempty"`
+	// Unreached are the GPUs on the bus that the llama-server listed no
+	// device for: it was built without their backend.
+	Unreached []Unreached `json:"unreached_gpus,omitempty"`
 }
 
 // Options configure Discover. The zero value reads the real machine and
@@ -181,6 +191,13 @@ type Options struct {
 	Timeout time.Duration
 	// NoPCIIDs skips the pci.ids fallback for names.
 	NoPCIIDs bool
+	// NvidiaSMI is the nvidia-smi binary asked about NVIDIA GPUs when one
+	// is on the bus; "" means nvidia-smi on PATH (only when Root is the
+	// real machine), "-" never asks.
+	NvidiaSMI string
+	// SMIOutput, when set, is used instead of running nvidia-smi (its
+	// recorded output for SMIArgs).
+	SMIOutput []byte
 }
 
 // Discover inspects the machine. Missing files are not errors (a VM has no
@@ -202,6 +219,9 @@ func Discover(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	r.GPUs = gpus
+	if err := discoverSMI(ctx, r, o, root); err != nil {
+		r.SMIErr = err.Error()
+	}
 	// Phoenix/Hawk Point share one PCI id for 760M and 780M; the CPU's
 	// marketing name says which.
 	for i := range r.GPUs {
@@ -218,6 +238,9 @@ func Discover(ctx context.Context, o Options) (*Report, error) {
 		}
 		r.Runtime = devs
 		Reconcile(r)
+		if err == nil {
+			r.Unreached = unreached(r)
+		}
 	}
 	return r, nil
 }
@@ -578,7 +601,7 @@ func classifyRuntime(d *Device) {
 	switch label {
 	case ClassSoftware:
 		d.Kind = KindSoftware
-	case ClassRTX, ClassArcDGPU, ClassUnknownDGPU:
+	case ClassRTX, ClassNVIDIADC, ClassNVIDIA, ClassAMDInstinct, ClassIntelDC, ClassArcDGPU, ClassUnknownDGPU:
 		d.Kind = KindDiscreteGPU
 	case ClassUnknown:
 		d.Kind = KindUnknown

@@ -308,3 +308,148 @@ func TestMemoryBytes(t *testing.T) {
 		t.Errorf("negative Total: %d", got)
 	}
 }
+
+// TestDiscoverH200 is the recorded NVIDIA H200 machine: nvidia-smi names
+// the card and its memory, the PCI id classes it as a datacenter GPU, and
+// a CPU-only llama-server (its recorded --list-devices) leaves it
+// unreached, with the CUDA build that would reach it.
+func TestDiscoverH200(t *testing.T) {
+	smi, err := os.ReadFile(filepath.Join("testdata", "nvidia-smi", "h200.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	list, err := filepath.Abs(filepath.Join("testdata", "listdevices", "none.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := filepath.Join(dir, "llama-server")
+	if err := os.WriteFile(server, []byte("#!/bin/sh\ncat '"+list+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "h200"), SMIOutput: smi, LlamaServer: server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.CPU.Cores != 16 || r.CPU.Threads != 16 {
+		t.Errorf("cpu %d cores %d threads, want 16/16", r.CPU.Cores, r.CPU.Threads)
+	}
+	if len(r.GPUs) != 1 {
+		t.Fatalf("gpus %+v", r.GPUs)
+	}
+	g := r.GPUs[0]
+	if g.Name != "NVIDIA H200" || g.NameSource != "nvidia-smi" || g.VRAM != 143771 || g.DriverVersion != "580.159.04" ||
+		g.ComputeCap != "9.0" || g.Class.Label != ClassNVIDIADC || g.Kind != KindDiscreteGPU || g.SMIIndex == nil || *g.SMIIndex != 0 {
+		t.Errorf("gpu %+v", g)
+	}
+	if len(r.Unreached) != 1 || r.Unreached[0].DevName != "CUDA0" || r.Unreached[0].Needs[0] != BackendCUDA || r.Unreached[0].Memory != 143771 {
+		t.Errorf("unreached %+v", r.Unreached)
+	}
+	r.LlamaServer = "llama-server" // the temporary path varies
+	golden(t, "h200", r)
+
+	// Without nvidia-smi the table still names and classes the card.
+	r, err = Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "h200")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := r.GPUs[0]; g.Name != "NVIDIA H200" || g.Class.Label != ClassNVIDIADC || g.VRAM != 0 {
+		t.Errorf("without nvidia-smi: %+v", g)
+	}
+	if r.Unreached != nil {
+		t.Errorf("no llama-server asked, yet unreached %+v", r.Unreached)
+	}
+}
+
+// TestUnreachedCovered: a GPU the llama-server lists is not reported as
+// unreached; a second GPU of another vendor is.
+func TestUnreachedCovered(t *testing.T) {
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "rtx3090-780m")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Runtime, _ = ParseListDevices([]byte("Available devices:\n  CUDA0: NVIDIA GeForce RTX 3090 (24576 MiB, 23000 MiB free)\n"))
+	u := unreached(r)
+	if len(u) != 1 || !strings.Contains(u[0].Name, "780M") || u[0].Needs[0] != BackendVulkan || u[0].DevName != "Vulkan0" {
+		t.Errorf("unreached %+v", u)
+	}
+	r.Runtime = append(r.Runtime, Device{Name: "Vulkan1", Description: "AMD Radeon 780M Graphics (RADV PHOENIX)", Kind: KindIntegratedGPU})
+	if u := unreached(r); len(u) != 0 {
+		t.Errorf("all covered, yet %+v", u)
+	}
+}
+
+func TestParseSMI(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     []SMIGPU
+		err      string
+	}{
+		{"recorded", "0, 00000000:00:06.0, NVIDIA H200, 143771, 0, 580.159.04, 9.0\n",
+			[]SMIGPU{{0, "0000:00:06.0", "NVIDIA H200", 143771, 0, "580.159.04", "9.0"}}, ""},
+		{"header and units", "index, pci.bus_id, name, memory.total [MiB], memory.used [MiB], driver_version, compute_cap\n1, 00000000:81:00.0, NVIDIA L40S, 46068 MiB, 10 MiB, 570.1, 8.9\n",
+			[]SMIGPU{{1, "0000:81:00.0", "NVIDIA L40S", 46068, 10, "570.1", "8.9"}}, ""},
+		{"not supported", "0, 00000000:01:00.0, NVIDIA GeForce RTX 4090, 24564, [N/A], 550.1, [Not Supported]\n",
+			[]SMIGPU{{0, "0000:01:00.0", "NVIDIA GeForce RTX 4090", 24564, 0, "550.1", ""}}, ""},
+		{"empty", "", nil, ""},
+		{"short line", "0, 00000000:01:00.0, NVIDIA\n", nil, "line 1: 3 fields"},
+		{"bad index", "x, 00000000:01:00.0, a, 1, 1, d, 8.0\n", nil, `index "x"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSMI([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %+v want %+v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("%d: got %+v want %+v", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func FuzzParseSMI(f *testing.F) {
+	f.Add([]byte("0, 00000000:00:06.0, NVIDIA H200, 143771, 0, 580.159.04, 9.0\n"))
+	f.Add([]byte("index, pci.bus_id\n1, 00000000:81:00.0, \"NVIDIA, L40S\", 46068 MiB, 10 MiB, 570.1, 8.9\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		gs, err := ParseSMI(b)
+		if err != nil && gs != nil {
+			t.Fatal("GPUs with an error")
+		}
+		for _, g := range gs {
+			if g.Index < 0 || g.MemTotal < 0 || g.MemUsed < 0 {
+				t.Fatalf("bad %+v", g)
+			}
+		}
+	})
+}
+
+// TestGuardThreadsH200: on the recorded 16-core machine the default leaves
+// the main server at least two cores (14 threads, the count that kept a
+// verdict beside decoding as fast as alone there).
+func TestGuardThreadsH200(t *testing.T) {
+	r, err := Discover(context.Background(), Options{Root: filepath.Join("testdata", "sysfs", "h200")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := GuardThreads(r.CPU.Cores)
+	if got != 14 || r.CPU.Cores-got < 2 {
+		t.Errorf("GuardThreads(%d) = %d, want 14 (two cores left)", r.CPU.Cores, got)
+	}
+	for _, c := range []struct{ cores, want int }{{1, 1}, {2, 1}, {3, 2}, {4, 2}, {8, 6}, {32, 30}, {64, 60}} {
+		if g := GuardThreads(c.cores); g != c.want {
+			t.Errorf("GuardThreads(%d) = %d, want %d", c.cores, g, c.want)
+		}
+	}
+}

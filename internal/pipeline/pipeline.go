@@ -183,6 +183,11 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 	if len(a.tickers) > 0 {
 		a.tick(a.now(), true)
 	}
+	for _, v := range a.vs {
+		if s, ok := v.(validator.Starter); ok {
+			s.Start()
+		}
+	}
 	return a, nil
 }
 

@@ -88,3 +88,12 @@ type Background interface {
 	// returns once their goroutines have ended.
 	Stop()
 }
+
+// Starter is implemented by Background validators that have work to do
+// before the first output arrives (a guard model prefilling the fixed part
+// of its prompt while the main model prefills its own). The pipeline calls
+// Start once, when the attempt's checks are built, that is as the request
+// goes upstream.
+type Starter interface {
+	Start()
+}

@@ -74,3 +74,12 @@ printf 'MemTotal:       8388608 kB\nMemAvailable:   4194304 kB\n' >sysfs/arm64-u
 pci arm64-unknown-dgpu 0000:03:00.0 0x030000 0x1002 0x744c 0xc8 amdgpu 1 $((24 * G * 1024))
 mkdir -p sysfs/arm64-unknown-dgpu/usr/share/misc
 printf '# minimal pci.ids excerpt\n1002  Advanced Micro Devices, Inc. [AMD/ATI]\n\t744c  Navi 31 [Radeon RX 7900 XT/7900 XTX/7900 GRE/7900M]\n' >sysfs/arm64-unknown-dgpu/usr/share/misc/pci.ids
+
+# The recorded NVIDIA H200 machine (a 16-core Xeon, one thread per core;
+# values from `aegis devices --json` and nvidia-smi on that machine). The
+# H200 is a 3D controller (class 0x0302), not a VGA one.
+H200F="fpu sse sse2 ssse3 sse4_1 sse4_2 fma f16c avx avx2 avx512f avx512dq avx512ifma avx512cd avx512bw avx512vl avx512_bf16 avx512vbmi avx512_vbmi2 avx512_vnni avx512_bitalg avx512_vpopcntdq avx512_fp16 avx_vnni amx_bf16 amx_tile amx_int8"
+cpu h200 "Intel(R) Xeon(R) Processor" 16 1 $((128887 * 1024)) "$H200F"
+printf 'MemTotal:       %d kB\nMemFree:        %d kB\nMemAvailable:   %d kB\n' $((128887 * 1024)) $((128351 * 1024)) $((128351 * 1024)) >sysfs/h200/proc/meminfo
+pci h200 0000:00:00.0 0x060000 0x8086 0x1237 0x02 - -
+pci h200 0000:00:06.0 0x030200 0x10de 0x2335 0xa1 nvidia 0

@@ -79,6 +79,10 @@ type Result struct {
 	// (llama-server: prompt_n, cache_n, predicted_n).
 	PromptTokens, CachedTokens, Predicted int
 	Elapsed                               time.Duration
+	// PromptTime and PredictTime are the server's own times for the
+	// prompt and the generated tokens (llama-server: prompt_ms,
+	// predicted_ms); zero when it does not say.
+	PromptTime, PredictTime time.Duration
 
 	// Protocol is the native protocol that answered (zero for
 	// verdict-json), Answer the model's answer in its own terms and Text
@@ -154,11 +158,31 @@ type completion struct {
 		tokenProb
 		Top []tokenProb `json:"top_logprobs"`
 	} `json:"completion_probabilities"`
-	Timings struct {
-		PromptN    int `json:"prompt_n"`
-		CacheN     int `json:"cache_n"`
-		PredictedN int `json:"predicted_n"`
-	} `json:"timings"`
+	Timings timings `json:"timings"`
+}
+
+// timings is llama-server's timings object, the parts the guard uses.
+type timings struct {
+	PromptN     int     `json:"prompt_n"`
+	CacheN      int     `json:"cache_n"`
+	PredictedN  int     `json:"predicted_n"`
+	PromptMS    float64 `json:"prompt_ms"`
+	PredictedMS float64 `json:"predicted_ms"`
+}
+
+func msDuration(ms float64) time.Duration {
+	if ms <= 0 || ms > 1e9 {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// add counts t's work into r.
+func (r *Result) add(t timings) {
+	r.PromptTokens += t.PromptN
+	r.Predicted += t.PredictedN
+	r.PromptTime += msDuration(t.PromptMS)
+	r.PredictTime += msDuration(t.PredictedMS)
 }
 
 func (c *Client) slot() int {
@@ -172,13 +196,26 @@ func (c *Client) slot() int {
 // pinned slot caches it (llama-server only; a no-op on Ollama, which has
 // no slot control).
 func (c *Client) Prefill(ctx context.Context, p Prompt) error {
+	_, err := c.prefill(ctx, p)
+	return err
+}
+
+// prefill is Prefill with the server's counts and times (nil on Ollama).
+func (c *Client) prefill(ctx context.Context, p Prompt) (*Result, error) {
 	if c.Kind != KindLlama {
-		return nil
+		return nil, nil
 	}
+	start := time.Now()
 	var out completion
-	return c.post(ctx, "/completion", map[string]any{
+	err := c.post(ctx, "/completion", map[string]any{
 		"prompt": p.Prefix, "n_predict": 0, "cache_prompt": true, "id_slot": c.slot(), "temperature": 0,
 	}, &out)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{CachedTokens: out.Timings.CacheN, Elapsed: time.Since(start)}
+	res.add(out.Timings)
+	return res, nil
 }
 
 // Check asks the guard for a verdict on prompt p.
@@ -201,13 +238,14 @@ func (c *Client) Check(ctx context.Context, task Task, p Prompt) (*Result, error
 	return res, nil
 }
 
-// checkLlama asks in two grammar-constrained steps that share the cached
-// prompt. Step 1 generates only the verdict word's first token (grammar
-// "pass" | "fail", n_predict 1) with n_probs alternatives, which gives
-// P(fail) at the deciding position. Step 2 is needed only for a fail: it
-// continues after {"verdict":"fail with the grammar of the rest of the
-// verdict (risk, reason, action), n_predict capped to its length. A pass
-// verdict is fully determined by its first word, so it costs one token.
+// checkLlama asks with as few generated tokens as the verdict needs. Step
+// 1 generates only the verdict word's first token (grammar "pass" |
+// "fail", n_predict 1) with n_probs alternatives, which gives P(fail) at
+// the deciding position. A pass is fully determined by that word, so it
+// costs one decode step; so is a fail, whose reason is the task's and
+// whose risk is P(fail)'s tier. Only a task with several retries to advise
+// (drift) takes step 2: the rest of the verdict goes into the prompt and
+// the action is generated as one constrained word.
 func (c *Client) checkLlama(ctx context.Context, task Task, p Prompt) (*Result, error) {
 	nprobs := c.NProbs
 	if nprobs <= 0 {
@@ -222,7 +260,8 @@ func (c *Client) checkLlama(ctx context.Context, task Task, p Prompt) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{PromptTokens: first.Timings.PromptN, CachedTokens: first.Timings.CacheN, Predicted: first.Timings.PredictedN}
+	res := &Result{CachedTokens: first.Timings.CacheN}
+	res.add(first.Timings)
 	res.PFail, res.HasProbs, res.Approx = verdictProb(first)
 	word := startsWord(verdictOpen+first.Content, len(verdictOpen))
 	var text string
@@ -230,18 +269,30 @@ func (c *Client) checkLlama(ctx context.Context, task Task, p Prompt) (*Result, 
 	case "pass":
 		text = verdictOpen + `pass","risk":"low","reason":null,"action":"` + string(validator.ActionRelease) + `"}`
 	case "fail":
-		grammar, n := restGrammar(task)
-		var rest completion
-		err := c.post(ctx, "/completion", map[string]any{
-			"prompt": base + "fail", "grammar": grammar, "n_predict": n,
-			"cache_prompt": true, "id_slot": c.slot(), "temperature": 0, "stream": false,
-		}, &rest)
-		if err != nil {
-			return nil, err
+		// The reason is the task's and the risk comes from P(fail), so
+		// neither is generated (each forced token would cost a decode
+		// step). Only a task whose verdict may advise one of several retries
+		// asks for the action, as one constrained word after a prompt that
+		// already holds the rest of the verdict.
+		risk := validator.RiskMedium
+		if res.HasProbs {
+			risk = riskFromProb(res.PFail)
 		}
-		res.PromptTokens += rest.Timings.PromptN
-		res.Predicted += rest.Timings.PredictedN
-		text = verdictOpen + "fail" + rest.Content
+		head := verdictOpen + `fail","risk":"` + risk.String() + `","reason":"` + string(task.Reason()) + `","action":"`
+		action := string(task.actions()[0])
+		if grammar, n := actionGrammar(task); grammar != "" {
+			var rest completion
+			err := c.post(ctx, "/completion", map[string]any{
+				"prompt": p.Prefix + p.Suffix + head, "grammar": grammar, "n_predict": n,
+				"cache_prompt": true, "id_slot": c.slot(), "temperature": 0, "stream": false,
+			}, &rest)
+			if err != nil {
+				return nil, err
+			}
+			res.add(rest.Timings)
+			action = rest.Content
+		}
+		text = head + action + `"}`
 	default:
 		return nil, fmt.Errorf("guard llm: first verdict token %q is neither pass nor fail", first.Content)
 	}

@@ -39,6 +39,16 @@ var Remote func(c Config, local Judge) (Judge, error)
 // Judge runs j against the client's server: a prefill (nil result) or a
 // verdict in j's protocol.
 func (c *Client) Judge(ctx context.Context, j Judgement) (*Result, error) {
+	res, err := c.judge(ctx, j)
+	if j.Prefill {
+		return nil, err
+	}
+	return res, err
+}
+
+// judge is Judge with the server's counts and times for a prefill too
+// (a Result without a Verdict), which the guard's scheduling measures.
+func (c *Client) judge(ctx context.Context, j Judgement) (*Result, error) {
 	proto, err := ParseProtocol(j.Protocol)
 	if err != nil {
 		return nil, fmt.Errorf("guard llm: %w", err)
@@ -55,13 +65,13 @@ func (c *Client) Judge(ctx context.Context, j Judgement) (*Result, error) {
 	if proto == ProtocolVerdictJSON {
 		prompt := BuildPrompt(task, j.Context, j.Text)
 		if j.Prefill {
-			return nil, c.Prefill(ctx, prompt)
+			return c.prefill(ctx, prompt)
 		}
 		return c.Check(ctx, task, prompt)
 	}
 	s := Subject{Mode: ModeResponse, User: j.User, Text: j.Text, Risk: j.Risk, Policies: j.Policies, Loose: j.Loose}
 	if j.Prefill {
-		return nil, c.Prefill(ctx, c.NativePrompt(ctx, proto, s))
+		return c.prefill(ctx, c.NativePrompt(ctx, proto, s))
 	}
 	return c.CheckNative(ctx, proto, s)
 }

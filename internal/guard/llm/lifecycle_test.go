@@ -146,6 +146,7 @@ func TestCoalesce(t *testing.T) {
 		t.Fatalf("a second call while the first is in flight: %q", r.prompt)
 	default:
 	}
+	g.Tick(time.Unix(5001, 0)) // the next verdict is due when the first answers
 	first.answer <- "pass"
 	recv(t, woke)
 	next := recv(t, f.reqs)

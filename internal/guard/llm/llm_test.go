@@ -67,25 +67,25 @@ func FuzzParseVerdict(f *testing.F) {
 }
 
 // TestGrammarAllowsOnlyVerdicts checks every string the grammar and the
-// two-step answer can produce parses (the grammar is small enough to
-// enumerate by hand here).
+// fail answer (the verdict written into the prompt, the action generated
+// only where the task has several retries) can produce parses.
 func TestGrammarAllowsOnlyVerdicts(t *testing.T) {
 	for _, task := range []Task{TaskSafety, TaskInjection, TaskDrift, TaskToolCall} {
 		g, n := Grammar(task)
 		if !strings.Contains(g, "root ::=") || n < 60 {
 			t.Fatalf("%s: grammar %q, n %d", task, g, n)
 		}
-		rg, rn := restGrammar(task)
+		ag, an := actionGrammar(task)
+		if (ag != "") != (task == TaskDrift) {
+			t.Errorf("%s: action grammar %q; only drift has several retries to choose from", task, ag)
+		}
 		for _, risk := range []string{"low", "medium", "high"} {
 			for _, a := range task.actions() {
-				rest := `","risk":"` + risk + `","reason":"` + string(task.Reason()) + `","action":"` + string(a) + `"}`
-				if len(rest) > rn {
-					t.Errorf("%s: rest %q longer than n_predict %d", task, rest, rn)
+				if ag != "" && (!strings.Contains(ag, `"`+string(a)+`"`) || len(a) > an) {
+					t.Errorf("%s: action grammar %q (n %d) does not allow %s", task, ag, an, a)
 				}
-				if !strings.Contains(rg, string(a)) {
-					t.Errorf("%s: grammar lacks action %s", task, a)
-				}
-				if _, err := ParseVerdict(task, verdictOpen+"fail"+rest); err != nil {
+				text := verdictOpen + `fail","risk":"` + risk + `","reason":"` + string(task.Reason()) + `","action":"` + string(a) + `"}`
+				if _, err := ParseVerdict(task, text); err != nil {
 					t.Errorf("%s: %v", task, err)
 				}
 			}
@@ -219,7 +219,7 @@ func TestValidatorPassAndFail(t *testing.T) {
 		g.Wait()
 		fs := g.Findings()
 		if fail {
-			if len(fs) != 1 || fs[0].Reason != validator.ReasonUnsafeContent || !strings.Contains(fs[0].Message, "p_fail=0.95") {
+			if len(fs) != 1 || fs[0].Reason != validator.ReasonUnsafeContent || !strings.Contains(fs[0].Message, `probability of "fail" over "pass" at the deciding token: 0.95`) {
 				t.Errorf("fail: findings %+v", fs)
 			}
 		} else if len(fs) != 0 || g.Settled() != len(text) {

@@ -73,8 +73,8 @@ func (c *Client) nativeLlama(ctx context.Context, p Protocol, s Subject, start t
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{PromptTokens: first.Timings.PromptN, CachedTokens: first.Timings.CacheN, Predicted: first.Timings.PredictedN,
-		Decided: time.Since(start)}
+	res := &Result{CachedTokens: first.Timings.CacheN, Decided: time.Since(start)}
+	res.add(first.Timings)
 	res.PFail, res.HasProbs, res.Approx = decisionProb(first, fail, pass)
 	word := wordOf(first.Content, fail, pass)
 	if word == "" {
@@ -91,8 +91,7 @@ func (c *Client) nativeLlama(ctx context.Context, p Protocol, s Subject, start t
 			if err != nil {
 				return nil, err
 			}
-			res.PromptTokens += rest.Timings.PromptN
-			res.Predicted += rest.Timings.PredictedN
+			res.add(rest.Timings)
 			text += rest.Content
 		}
 	} else {
@@ -214,7 +213,8 @@ func nativeFinding(p Protocol, s Subject, res *Result, start, end int) validator
 		msg += ": " + d
 	}
 	if res.HasProbs {
-		msg += fmt.Sprintf(" (p_unsafe=%.2f)", res.PFail)
+		fail, pass := decisionWords(n, s)
+		msg += probNote(res.PFail, strings.Join(fail, "/"), strings.Join(pass, "/"))
 	}
 	return validator.Finding{
 		Check: "guard_llm", Reason: res.Verdict.Reason, Start: start, End: end,

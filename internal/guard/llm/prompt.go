@@ -163,21 +163,24 @@ func Grammar(task Task) (string, int) {
 	return g, longest
 }
 
-// restGrammar constrains what follows {"verdict":"fail: the closing
-// quote, risk, the task's reason and an allowed action.
-func restGrammar(task Task) (string, int) {
-	var acts []string
-	longAct := 0
+// actionGrammar constrains the action of a failing verdict when the task
+// advises one of several retries (the choice the policy takes from the
+// guard, see policy.Decide), with the longest answer in bytes as
+// n_predict; "" when the first action of the task is the answer.
+func actionGrammar(task Task) (string, int) {
+	var alts []string
+	retries, longest := 0, 0
 	for _, a := range task.actions() {
-		acts = append(acts, gbnfLit(`"`+string(a)+`"`))
-		longAct = max(longAct, len(a)+2)
+		if a.IsRetry() {
+			retries++
+		}
+		alts = append(alts, gbnfLit(string(a)))
+		longest = max(longest, len(a))
 	}
-	lead := `","risk":`
-	mid := `,"reason":"` + string(task.Reason()) + `","action":`
-	g := "root ::= " + gbnfLit(lead) + " risk " + gbnfLit(mid) + " action " + gbnfLit("}") + "\n" +
-		"risk ::= " + gbnfLit(`"low"`) + " | " + gbnfLit(`"medium"`) + " | " + gbnfLit(`"high"`) + "\n" +
-		"action ::= " + strings.Join(acts, " | ") + "\n"
-	return g, len(lead) + len(`"medium"`) + len(mid) + longAct + 1
+	if retries < 2 {
+		return "", 0
+	}
+	return "root ::= " + strings.Join(alts, " | ") + "\n", longest
 }
 
 // gbnfLit quotes s as a GBNF string literal.

@@ -33,10 +33,18 @@ type Config struct {
 	// guard_unavailable alone decides (validator.Request.Unjudged), and a
 	// fail_open key in the check's configuration is a shorthand for it.
 	FailOpen bool `json:"fail_open" yaml:"fail_open"`
+	// Schedule is when the guard is asked while the output streams:
+	// adaptive (the default: the prompt's fixed part is prefilled as the
+	// request goes upstream, the first verdict is asked for as soon as
+	// there is text, then one call at a time covers all new text, a
+	// verdict when one is due by the guard's measured decode speed, else a
+	// prefill) or fixed (every cadence_tokens).
+	Schedule string `json:"schedule" yaml:"schedule"`
 	// CadenceTokens asks for a verdict every this many tokens (counted as
 	// 4 bytes each) or at the first sentence end after half of it
-	// (default 64). While a call is in flight new text waits for the next
-	// one (the guard is never queued up when it is saturated).
+	// (default 64), with schedule fixed. While a call is in flight new
+	// text waits for the next one (the guard is never queued up when it is
+	// saturated).
 	CadenceTokens int `json:"cadence_tokens" yaml:"cadence_tokens"`
 	// IDSlot pins the llama-server slot whose KV cache keeps the prompt
 	// prefix warm (-1: any slot; default 0).
@@ -77,8 +85,14 @@ func Register(r *validator.Registry) {
 		Name:    "guard_llm",
 		Summary: "a small guard model on a local llama-server or Ollama judges the output",
 		Doc: `Asks a guard model on its own server for a grammar-constrained verdict (safety, injection,
-drift or tool-call plausibility) at sentence ends / every cadence_tokens tokens and at the end of
-the output. Calls run in the background; Write never blocks. Settled advances to the end of
+drift or tool-call plausibility) while the output streams and at its end. With schedule adaptive
+(the default) the prompt's fixed part is prefilled as the request goes upstream, the first
+verdict is asked for as soon as there is text, and then one call at a time covers all the text
+that came while the last one ran: a verdict when one is due by the guard's measured decode
+speed (from its own timings), else a prefill that keeps the cached prompt at most one call
+behind, so the text left to judge at the end is what came during one call. With schedule fixed
+it asks at sentence ends / every cadence_tokens tokens. Calls run in the background; Write never
+blocks. Settled advances to the end of
 the last text the guard passed, so the unjudged tail is held back. On llama-server the risk
 comes from the verdict token's probability (n_probs) and the prompt prefix stays cached in the
 pinned id_slot. Text a call could not judge (it failed or outlived the deadline) is reported
@@ -92,7 +106,7 @@ workers (aegis guard-worker) over NATS under the same rules; url, if also set, a
 NATS is unreachable.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
 			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
-		Example: "url: http://127.0.0.1:8081\nkind: llama\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\ncadence_tokens: 64\nid_slot: 0\n",
+		Example: "url: http://127.0.0.1:8081\nkind: llama\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\nschedule: adaptive\nid_slot: 0\n",
 		Config:  func() any { return &Config{} },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
@@ -120,6 +134,12 @@ type Guard struct {
 	cfg       Config
 	now       func() time.Time
 	cadence   int
+	sched     Schedule
+	speed     *speed    // the guard server's measured speed (adaptive)
+	started   bool      // Start ran
+	verdicts  int       // verdict calls started
+	lastAsk   time.Time // when the last verdict call started
+	askedV    int       // end of the text of the last verdict call
 	mu        sync.Mutex
 	buf       []byte
 	// calls is the text of the tool calls the model made (their decoded
@@ -180,6 +200,10 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 	if err != nil {
 		return nil, fmt.Errorf("guard_llm: %w", err)
 	}
+	sched, err := ParseSchedule(c.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("guard_llm: %w", err)
+	}
 	if proto != ProtocolAuto && proto != ProtocolVerdictJSON && (task == TaskDrift || task == TaskToolCall) {
 		return nil, fmt.Errorf("guard_llm: protocol %s judges safety; task %s needs protocol verdict-json", proto, task)
 	}
@@ -203,6 +227,8 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 		cfg:     c,
 		now:     now,
 		cadence: 4 * c.CadenceTokens,
+		sched:   sched,
+		speed:   speedOf(c.URL + " " + c.NATS + " " + c.Model),
 	}
 	var local Judge
 	if c.URL != "" {
@@ -281,13 +307,47 @@ func (g *Guard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Start prefills the fixed part of the guard's prompt (instructions,
+// context, the user's message) in the background, with schedule adaptive,
+// so the server has it cached by the time the first output arrives: it
+// runs while the main model prefills its own prompt.
+func (g *Guard) Start() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.sched != ScheduleAdaptive || g.started || g.closed || g.inflight != nil || len(g.findings) > 0 {
+		return
+	}
+	g.started = true
+	g.startLocked(false, true)
+}
+
 // maybeStartLocked starts a call on everything not asked about yet when
-// it reaches a cadence point. g.mu is held.
+// the schedule says so. g.mu is held.
 func (g *Guard) maybeStartLocked() {
 	n := len(g.buf) - g.asked
-	if n >= g.cadence || (n >= g.cadence/2 && endsSentence(g.buf)) {
-		g.startLocked(false)
+	if g.sched == ScheduleFixed {
+		if n >= g.cadence || (n >= g.cadence/2 && endsSentence(g.buf)) {
+			g.startLocked(false, g.cfg.PrefillOnly)
+		}
+		return
 	}
+	if len(g.buf) > g.askedV && g.verdictDueLocked() {
+		g.startLocked(false, false) // also when all of it is prefilled
+		return
+	}
+	if n > 0 && n >= g.speed.minPrefillBytes() {
+		g.startLocked(false, true)
+	}
+}
+
+// verdictDueLocked reports whether the next call should be a verdict: the
+// first one as soon as there is text (the client waits for it in
+// watermark release), then one per verdictEvery. g.mu is held.
+func (g *Guard) verdictDueLocked() bool {
+	if g.cfg.PrefillOnly {
+		return false
+	}
+	return g.verdicts == 0 || !g.timeLocked().Before(g.lastAsk.Add(g.speed.verdictEvery()))
 }
 
 func endsSentence(b []byte) bool {
@@ -303,17 +363,23 @@ func endsSentence(b []byte) bool {
 	return false
 }
 
-// startLocked starts a call on the text so far. A call after the end of
-// the output must answer within the deadline of the end, however long the
-// calls before it took. g.mu is held.
-func (g *Guard) startLocked(final bool) {
+// startLocked starts a call on the text so far: a verdict, or a prefill
+// that only warms the server's cache. A call after the end of the output
+// must answer within the deadline of the end, however long the calls
+// before it took. g.mu is held.
+func (g *Guard) startLocked(final, prefill bool) {
 	end := len(g.buf)
 	now := g.timeLocked()
 	deadline := now.Add(g.cfg.Deadline)
 	if g.closed && deadline.After(g.closedAt.Add(g.cfg.Deadline)) {
 		deadline = g.closedAt.Add(g.cfg.Deadline)
 	}
-	c := &call{end: end, started: now, deadline: deadline, final: final, prefill: g.cfg.PrefillOnly && !final}
+	prefill = prefill && !final
+	c := &call{end: end, started: now, deadline: deadline, final: final, prefill: prefill}
+	if !prefill {
+		g.verdicts++
+		g.lastAsk, g.askedV = now, end
+	}
 	if g.stopped || !now.Before(deadline) {
 		g.asked = end
 		c.cancel = func() {}
@@ -339,6 +405,12 @@ func (g *Guard) startLocked(final bool) {
 		if !c.prefill {
 			g.observe(res, err, time.Since(t0))
 		}
+		if err == nil && res != nil {
+			if res.Elapsed == 0 {
+				res.Elapsed = time.Since(t0)
+			}
+			g.speed.observe(res)
+		}
 		g.finish(c, res, err)
 	}()
 }
@@ -347,9 +419,13 @@ func (g *Guard) startLocked(final bool) {
 // cache-warming prefill or a verdict.
 func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error) {
 	s := g.subject(text)
-	return g.judge.Judge(ctx, Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
+	j := Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
 		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Loose: s.Loose, Prefill: c.prefill,
-		RequestID: g.requestID, Attempt: g.attempt})
+		RequestID: g.requestID, Attempt: g.attempt}
+	if cl, ok := g.judge.(*Client); ok {
+		return cl.judge(ctx, j) // with a prefill's timings, for the schedule
+	}
+	return g.judge.Judge(ctx, j)
 }
 
 // subject is what a native-protocol call judges: the response so far,
@@ -412,15 +488,17 @@ func (g *Guard) finishLocked(c *call, res *Result, err error) {
 		g.unavailableLocked(c, err.Error())
 	case c.prefill:
 		// Warmed the cache; nothing judged.
+	case res == nil || res.Verdict == nil:
+		g.unavailableLocked(c, "the guard answered without a verdict")
 	case res.Verdict.Verdict == validator.Fail && res.Protocol != ProtocolAuto:
 		g.findings = append(g.findings, nativeFinding(res.Protocol, g.subject(""), res, g.settled, max(c.end, g.settled+1)))
 	case res.Verdict.Verdict == validator.Fail:
 		// The verdict's risk is the policy's for the reason; the model's own
 		// risk word here would contradict it ("risk medium" in a high-risk
 		// verdict), so the finding gives the model's probability instead.
-		msg := fmt.Sprintf("guard model (%s) says %s", g.task, res.Verdict.Reason)
+		msg := fmt.Sprintf("guard model (%s) answered fail: %s", g.task, res.Verdict.Reason)
 		if res.HasProbs {
-			msg += fmt.Sprintf(" (p_fail=%.2f)", res.PFail)
+			msg += probNote(res.PFail, "fail", "pass")
 		}
 		f := validator.Finding{
 			Check: "guard_llm", Reason: res.Verdict.Reason, Start: g.settled, End: max(c.end, g.settled+1),
@@ -443,7 +521,7 @@ func (g *Guard) finishLocked(c *call, res *Result, err error) {
 			g.done = true
 			return
 		}
-		g.startLocked(true)
+		g.startLocked(true, false)
 		return
 	}
 	if !g.closed && len(g.findings) == 0 {
@@ -509,7 +587,7 @@ func (g *Guard) Close() {
 			g.done = true
 			return
 		}
-		g.startLocked(true)
+		g.startLocked(true, false)
 	}
 }
 
@@ -560,6 +638,10 @@ func (g *Guard) Tick(now time.Time) {
 		g.lastTick = now
 	}
 	c := g.inflight
+	if c == nil && g.sched == ScheduleAdaptive && !g.closed && len(g.findings) == 0 {
+		g.maybeStartLocked() // a verdict fell due while no text came
+		return
+	}
 	if c == nil || now.Before(c.deadline) {
 		return
 	}
@@ -576,7 +658,7 @@ func (g *Guard) Tick(now time.Time) {
 			g.done = true
 			return
 		}
-		g.startLocked(true)
+		g.startLocked(true, false)
 		return
 	}
 	if !g.closed && len(g.findings) == 0 {
@@ -584,11 +666,16 @@ func (g *Guard) Tick(now time.Time) {
 	}
 }
 
-// NextDeadline is when the call in flight times out (zero when idle).
+// NextDeadline is when the call in flight times out; when idle with text
+// no verdict was asked about (schedule adaptive), when the next one is due;
+// zero otherwise.
 func (g *Guard) NextDeadline() time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.inflight == nil {
+		if g.sched == ScheduleAdaptive && !g.closed && len(g.findings) == 0 && len(g.buf) > g.askedV && !g.cfg.PrefillOnly && g.verdicts > 0 {
+			return g.lastAsk.Add(g.speed.verdictEvery())
+		}
 		return time.Time{}
 	}
 	return g.inflight.deadline
@@ -612,4 +699,14 @@ func (g *Guard) observe(res *Result, err error, d time.Duration) {
 		c.Verdict = &v
 	}
 	observeCall(c)
+}
+
+// probNote says what a verdict's probability is of, so a fail with a
+// small number does not read as a contradiction: it is the probability of
+// the failing word against the passing one at the token that decided,
+// summed over the tokens that start each word; the answer is the most
+// likely single token under the grammar, which can be the failing word
+// even when the passing word, split over more tokens, holds more in sum.
+func probNote(p float64, fail, pass string) string {
+	return fmt.Sprintf(" (probability of %q over %q at the deciding token: %.2f)", fail, pass, p)
 }
