@@ -183,6 +183,11 @@ func FuzzLeak(f *testing.F) {
 	for _, c := range loadCorpus(f) {
 		f.Add(c.System, c.Text)
 	}
+	for _, c := range loadPrompts(f) {
+		for _, text := range append(c.Leaks, c.Clean...) {
+			f.Add(c.System, text)
+		}
+	}
 	f.Fuzz(func(t *testing.T, system, s string) {
 		if len(system) > 2048 || len(s) > 4096 {
 			return

@@ -5,14 +5,89 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
+	"unicode/utf8"
 )
 
-// Marked secrets: values the system prompt itself labels as secret.
+// Marked secrets: values the system prompt itself labels as secret. A
+// label ("password", "PIN for the vault", "API key (production)") may
+// stand anywhere in a paragraph; the value follows it after ":", "=" or
+// "is", quoted or not, and ends where its sentence or clause does.
 var (
-	reSecretTag  = regexp.MustCompile(`(?is)<secret>\s*(.*?)\s*</secret>`)
-	reSecretLine = regexp.MustCompile(`(?im)(?:^|[.!?:;][ \t]+)[ \t>*-]*(?:[\w-]+\s+){0,3}?(?:secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?code|pin|api[ _-]?key|access[ _-]?key|token|credential|code ?word|private[ _-]?key)\s*(?:is|[:=])\s*["'\x60“]?([^"'\x60”\n]+?)["'\x60”]?\s*(?:\.?[ \t]*$|[.;]\s+[A-Z])`)
-	reSecretIs   = regexp.MustCompile(`(?i)\b(?:secret(?:[ _-]?(?:key|code|word|phrase))?|password|passphrase|pass ?code|pin|api[ _-]?key|code ?word)\s+is\s+["'\x60“]?([^\s"'\x60”,;]+[^\s"'\x60”,;.])`)
+	reSecretTag = regexp.MustCompile(`(?is)<secret>\s*(.*?)\s*</secret>`)
+	reLabel     = regexp.MustCompile(`(?i)\b(?:(secret(?:[ _-]?(?:key|code|word|phrase|value))?|password|passwd|passphrase|pass ?(?:code|word)|pin(?:[ -]?(?:code|number))?|api[ _-]?key|access[ _-]?(?:key|code|token)|code ?word|safe ?word|private[ _-]?key)|(code|key|combination|token|credentials?))\b` +
+		// a qualifier: "(production)", "for the vault", "of the safe"
+		`(?:\s*\([^()\n]{0,40}\)|\s+(?:for|of|to|on|at|in)\s+(?:the\s+|a\s+|an\s+|our\s+|this\s+)?[\w-]+(?:\s*\([^()\n]{0,40}\))?)?` +
+		`(?:\*\*|__)?\s*(?:[:=]|\bis(?:\s+set\s+to)?\b:?|\bequals\b)(?:\*\*|__)?[ \t]*`)
+	// reClauseEnd ends an unquoted value: the end of its sentence or
+	// clause, or an aside.
+	reClauseEnd = regexp.MustCompile(`[.!?;,:]+(?:\s|$)|\n|\s+(?:\(|—|–|-\s|and\s|but\s|or\s|which\s|so\s)`)
 )
+
+// quotePairs maps an opening quote to the quotes that may close it.
+var quotePairs = map[rune]string{'"': `"”`, '\'': `'’`, '`': "`", '“': `”"`, '‘': `’'`, '«': "»"}
+
+// labelledValue returns the secret that follows a label's separator in
+// rest, or "" when what follows is not a value. weak labels ("code",
+// "key", "token") are common words, so their value must look like a
+// secret (hold a digit, or mix cases with symbols).
+func labelledValue(rest string, weak bool) string {
+	if r, n := utf8.DecodeRuneInString(rest); n > 0 {
+		if closers, ok := quotePairs[r]; ok {
+			body := rest[n:]
+			if i := strings.IndexAny(body, closers+"\n"); i > 0 && i <= 120 && body[i] != '\n' {
+				v := body[:i]
+				if weak && !secretLike(v) {
+					return ""
+				}
+				return v
+			}
+			return ""
+		}
+	}
+	phrase := rest
+	if loc := reClauseEnd.FindStringIndex(rest); loc != nil {
+		phrase = rest[:loc[0]]
+	}
+	phrase = strings.TrimSpace(phrase)
+	token, _, more := strings.Cut(phrase, " ")
+	token = strings.TrimRight(token, ".,;:!?)")
+	switch {
+	case token == "":
+		return ""
+	case secretLike(token):
+		return token
+	case weak:
+		return ""
+	case !more:
+		return token
+	case len(strings.Fields(phrase)) <= 4:
+		return phrase // an unquoted passphrase: "ember willow lantern"
+	}
+	return ""
+}
+
+// secretLike reports whether v looks like a made-up secret rather than a
+// word: it holds a digit, a symbol other than a hyphen, or a capital
+// after a small letter.
+func secretLike(v string) bool {
+	lower := false
+	for _, r := range v {
+		switch {
+		case unicode.IsDigit(r):
+			return true
+		case unicode.IsLower(r):
+			lower = true
+		case unicode.IsUpper(r):
+			if lower {
+				return true
+			}
+		case r != '-' && r != '\'' && r != ' ' && unicode.IsPunct(r) || unicode.IsSymbol(r):
+			return true
+		}
+	}
+	return false
+}
 
 // secretsCache keeps markedSecrets by system prompt: the same prompt is
 // read for every attempt and every tool call of a conversation. The
@@ -58,11 +133,8 @@ func markedSecrets(system string) []string {
 	for _, m := range reSecretTag.FindAllStringSubmatch(system, -1) {
 		add(m[1])
 	}
-	for _, m := range reSecretLine.FindAllStringSubmatch(system, -1) {
-		add(m[1])
-	}
-	for _, m := range reSecretIs.FindAllStringSubmatch(system, -1) {
-		add(m[1])
+	for _, m := range reLabel.FindAllStringSubmatchIndex(system, -1) {
+		add(labelledValue(system[m[1]:], m[4] >= 0))
 	}
 	var cm []credMatch
 	for _, line := range strings.Split(system, "\n") {
@@ -91,6 +163,8 @@ var notValues = map[string]bool{
 	"sensitive": true, "encrypted": true, "empty": true, "optional": true, "mandatory": true, "supplied": true,
 	"configured": true, "changed": true, "reset": true, "kept": true, "protected": true, "classified": true,
 	"a": true, "an": true, "the": true, "in": true, "on": true, "at": true, "not": true, "only": true, "also": true,
+	"your": true, "what": true, "whatever": true, "something": true, "same": true, "this": true, "that": true,
+	"it": true, "used": true, "to": true, "be": true, "case": true, "sent": true, "included": true, "attached": true,
 }
 
 // placeholderSecret rejects marked values that are instructions rather
