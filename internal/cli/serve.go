@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/logging"
+	"github.com/aegis-sentinel/aegis/internal/origin"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -35,6 +36,12 @@ type serveConfig struct {
 		TokenFile string `yaml:"token_file"`
 	} `yaml:"auth"`
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// AllowOrigins lists the web origins (beyond loopback ones) whose
+	// pages may call the gateway; AllowHosts the Host names (beyond
+	// localhost and IP addresses) it answers on a loopback listener
+	// without a token.
+	AllowOrigins []string `yaml:"allow_origins"`
+	AllowHosts   []string `yaml:"allow_hosts"`
 	// AllowManagement lets Ollama's pull, push, copy, delete and create
 	// through; by default they are refused.
 	AllowManagement bool `yaml:"allow_management"`
@@ -90,6 +97,7 @@ func init() {
 			fleetFlagVals                                                           fleetConfig
 			cpuProfile, memProfile                                                  string
 			insecureNoAuth                                                          bool
+			allowOrigins, allowHosts                                                []string
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -105,7 +113,10 @@ POST /v1/embeddings, GET /v1/models and /v1/models/{id}, GET /health, GET and HE
 heartbeat), and in front of Ollama its API: /api/chat and /api/generate checked, model
 information and embeddings passed through, model management refused unless the config sets
 allow_management: true.
-A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set.
+A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set. A JSON body
+is read whatever its Content-Type; web pages may call the gateway only from loopback
+origins and those of --allow-origin, and without a token only through localhost, an IP
+address or an --allow-host name (DNS rebinding protection).
 
 The same listener serves Prometheus metrics at /metrics and the live dashboard at /ui.
 Every hidden retry and halt goes to the incident log (--incidents-db; read it with
@@ -154,6 +165,8 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 				if maxBody == 0 {
 					maxBody = cfg.MaxBodyBytes
 				}
+				cfg.AllowOrigins = append(cfg.AllowOrigins, allowOrigins...)
+				cfg.AllowHosts = append(cfg.AllowHosts, allowHosts...)
 				if cmd.Flags().Changed("max-concurrent-streams") {
 					cfg.MaxConcurrentStreams = maxStreams
 				}
@@ -194,6 +207,8 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
 		f.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen address without a bearer token (warns loudly)")
+		f.StringSliceVar(&allowOrigins, "allow-origin", nil, "web origin (scheme://host[:port], or *) whose pages may call the gateway; loopback origins always may (repeat or comma-separate)")
+		f.StringSliceVar(&allowHosts, "allow-host", nil, "Host name answered besides localhost and IP addresses (a loopback listener without a token refuses others)")
 		f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body accepted (default 4 MiB)")
 		f.IntVar(&maxStreams, "max-concurrent-streams", gateway.DefaultMaxConcurrentStreams, "generating requests served at once; more are answered 503")
 		f.StringVar(&incidentsPath, "incidents-db", "", "incident log: a SQLite file (default $AEGIS_INCIDENTS or $XDG_STATE_HOME/aegis/incidents.db, as for aegis incidents) or a postgres:// URL shared by several gateways")
@@ -223,6 +238,10 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	// The configuration is checked before anything starts, so a bad one
 	// ends with its own message alone.
+	browsers := &origin.Policy{AllowOrigins: cfg.AllowOrigins, AllowHosts: cfg.AllowHosts}
+	if err := browsers.Validate(); err != nil {
+		return usageErr(err)
+	}
 	pol, err := servePolicy(cfg, policyPath)
 	if err != nil {
 		return usageErr(err)
@@ -327,7 +346,11 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		ln.Close()
 		return err
 	}
-	srv := gateway.NewServer(obs.Handler(g, g.AuthToken), logger)
+	// Web pages are kept out by their Origin, and on a loopback listener
+	// without a token by their Host too (DNS rebinding), as the dashboard is.
+	browsers.CheckHost = isLoopback(ln.Addr()) && g.AuthToken == ""
+	obs.Dashboard.AllowHosts = cfg.AllowHosts
+	srv := gateway.NewServer(browsers.Wrap(obs.Handler(g, g.AuthToken)), logger)
 	auth := "no auth"
 	if g.AuthToken != "" {
 		auth = "bearer token required"

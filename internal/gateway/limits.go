@@ -4,10 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"mime"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -93,16 +91,6 @@ func busy(w http.ResponseWriter, path string, limit int) {
 	fail(w, path, http.StatusServiceUnavailable, apiError{
 		Message: fmt.Sprintf("aegis is serving its limit of %d concurrent requests (max_concurrent_streams); retry shortly", limit),
 		Type:    "aegis_unavailable", Code: "aegis_overloaded"})
-}
-
-// jsonContentType reports whether a request's Content-Type may carry a
-// JSON body: absent, application/json, or a +json type.
-func jsonContentType(ct string) bool {
-	if ct == "" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 // withReadDeadline reads the body under the body read timeout, then

@@ -14,11 +14,10 @@ import (
 
 // readBody reads a request body within the size limit and checks its JSON
 // nesting depth before any decoding, so a hostile body costs at most a
-// linear scan.
+// linear scan. Its Content-Type is not checked: like Ollama and
+// llama-server, the gateway reads JSON whatever the header says, and web
+// pages are kept out by their Origin instead (see package origin).
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
-	if ct := r.Header.Get("Content-Type"); !jsonContentType(ct) {
-		return nil, http.StatusUnsupportedMediaType, fmt.Errorf("Content-Type %q is not accepted: send the body as application/json", ct)
-	}
 	return g.withReadDeadline(w, func() ([]byte, int, error) { return g.readJSON(w, r) })
 }
 
