@@ -238,6 +238,9 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	// The configuration is checked before anything starts, so a bad one
 	// ends with its own message alone.
+	if err := checkDefault(cfg); err != nil {
+		return err
+	}
 	browsers := &origin.Policy{AllowOrigins: cfg.AllowOrigins, AllowHosts: cfg.AllowHosts}
 	if err := browsers.Validate(); err != nil {
 		return usageErr(err)

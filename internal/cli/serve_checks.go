@@ -70,3 +70,23 @@ func guardKeyLine(p *policy.Policy, key string) int {
 	}
 	return n.Line
 }
+
+// checkDefault refuses a default: that names no upstream: every request
+// for a model no upstream lists would otherwise fail.
+func checkDefault(cfg *serveConfig) error {
+	if cfg.Default == "" {
+		return nil
+	}
+	var names []string
+	for i, uc := range cfg.Upstreams {
+		name := uc.Name
+		if name == "" {
+			name = fmt.Sprintf("upstream%d", i+1)
+		}
+		if name == cfg.Default {
+			return nil
+		}
+		names = append(names, name)
+	}
+	return usagef("config: default: %q names no upstream (the upstreams are %s)", cfg.Default, strings.Join(names, ", "))
+}

@@ -134,3 +134,28 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestDefaultNamingNoUpstream: a config whose default: names no upstream
+// is refused at start with exit 2 and the names it could have used,
+// instead of starting and failing every request.
+func TestDefaultNamingNoUpstream(t *testing.T) {
+	up := newFakeOpenAI(t)
+	t.Setenv("AEGIS_INCIDENTS", filepath.Join(t.TempDir(), "incidents.db"))
+	cfg := filepath.Join(t.TempDir(), "aegis.yaml")
+	os.WriteFile(cfg, []byte("listen: "+freeAddr(t)+"\nupstreams:\n  - {name: big, url: '"+up+"', kind: openai, models: [m]}\ndefault: bgi\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errw := &syncBuf{}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
+	}()
+	code, started := errw.waitFor("listening on", done)
+	cancel()
+	if started {
+		code = <-done
+	}
+	if started || code != ExitUsage || !strings.Contains(errw.String(), `"bgi"`) || !strings.Contains(errw.String(), "big") {
+		t.Fatalf("started %v, exit %d: %s", started, code, errw.String())
+	}
+}
