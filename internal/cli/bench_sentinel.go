@@ -89,6 +89,12 @@ uses, and caches it.`,
 						return usagef("--env wants KEY=VALUE, got %q", e)
 					}
 				}
+				if len(urlMap) < len(devs) {
+					// The model is loaded here: a missing file comes first.
+					if err := checkFile("--model", model); err != nil {
+						return err
+					}
+				}
 				if server == "" && len(urlMap) < len(devs) {
 					// Like `aegis serve`, look on PATH before asking.
 					p, err := exec.LookPath("llama-server")

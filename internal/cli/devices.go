@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -36,7 +37,16 @@ The class is a hint; 'aegis bench sentinel' measures.`,
 						return usagef("--env wants KEY=VALUE, got %q", e)
 					}
 				}
-				if server == "" {
+				if server != "" {
+					// A binary named on the command line must exist: a
+					// report without its devices would look like a machine
+					// that has none.
+					p, err := exec.LookPath(server)
+					if err != nil {
+						return usagef("--llama-server %s: %v", server, lookPathCause(err))
+					}
+					server = p
+				} else {
 					// llama-server's own devices (-dev names) come from the
 					// binary: use the one on PATH, and say so when there is none.
 					if p, err := exec.LookPath("llama-server"); err == nil {
@@ -139,4 +149,14 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// lookPathCause returns why exec.LookPath refused a path, without
+// repeating the path.
+func lookPathCause(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
 }

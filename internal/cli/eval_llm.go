@@ -20,7 +20,7 @@ type llmFlags struct {
 func (l *llmFlags) register(c *cobra.Command) {
 	f := c.Flags()
 	f.StringVar(&l.url, "url", "", "guard server base URL (with --guard llm)")
-	f.StringVar(&l.kind, "kind", "llama", "guard server kind: llama (llama-server) or ollama")
+	f.StringVar(&l.kind, "kind", "llama-server", "guard server kind: llama-server (or llama) or ollama")
 	f.StringVar(&l.model, "model", "", "model name (Ollama)")
 	f.StringVar(&l.protocol, "protocol", "auto", "guard protocol: auto (from the server's model), llama-guard, qwen3guard, granite-guardian, shieldgemma, verdict-json")
 	f.IntVar(&l.slot, "id-slot", 0, "llama-server slot to pin (-1: any)")

@@ -74,7 +74,7 @@ device and measured time to verdict.`,
 		f.StringVar(&gs.LlamaServer, "llama-server", "", "llama-server binary (default: llama-server on PATH)")
 		f.StringArrayVar(&gs.Env, "env", nil, "K=V environment for the guard server, repeatable")
 		f.StringVar(&guardURL, "guard-url", "", "use this running guard server instead of starting one")
-		f.StringVar(&kind, "kind", "llama", "kind of the --guard-url server: llama or ollama")
+		f.StringVar(&kind, "kind", "llama-server", "kind of the --guard-url server: llama-server (or llama) or ollama")
 		f.StringVar(&ollamaModel, "ollama-model", "", "model name on the --guard-url Ollama")
 		f.StringVar(&name, "model-name", "", "model name gateways ask for (default: the --model file name without .gguf)")
 		f.StringVar(&id, "id", "", "this worker's name in the fleet (default host-pid)")

@@ -198,7 +198,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 			},
 		}
 		f := c.Flags()
-		f.StringVar(&listen, "listen", "127.0.0.1:8088", "host:port to listen on, or a port (on 127.0.0.1); another host than loopback needs a bearer token or --insecure-no-auth")
+		f.StringVar(&listen, "listen", "127.0.0.1:8088", "host:port to listen on, a host (on port 8088), or a port (on 127.0.0.1); another host than loopback needs a bearer token or --insecure-no-auth")
 		f.StringVar(&host, "host", "", "host or address to listen on, with the port of --listen or --port")
 		f.IntVar(&port, "port", 0, "port to listen on, with the host of --listen or --host")
 		f.StringVar(&upURL, "upstream", "", "base URL of the model server, such as http://127.0.0.1:8080 (host:port and .../v1 work too)")
@@ -240,6 +240,11 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	// ends with its own message alone.
 	if err := checkDefault(cfg); err != nil {
 		return err
+	}
+	if cfg.GuardServer.Model != "" {
+		if err := checkFile("--guard-model", cfg.GuardServer.Model); err != nil {
+			return err
+		}
 	}
 	browsers := &origin.Policy{AllowOrigins: cfg.AllowOrigins, AllowHosts: cfg.AllowHosts}
 	if err := browsers.Validate(); err != nil {
@@ -345,7 +350,8 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	if err := checkExposure(ln.Addr(), g.AuthToken != "", insecureNoAuth, slogger); err != nil {
+	shown := shownAddr(listenAt, ln.Addr())
+	if err := checkExposure(ln.Addr(), shown, g.AuthToken != "", insecureNoAuth, slogger); err != nil {
 		ln.Close()
 		return err
 	}
@@ -358,9 +364,9 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	if g.AuthToken != "" {
 		auth = "bearer token required"
 	}
-	slogger.Info(fmt.Sprintf("listening on http://%s, guarding %s with policy %s (%s)", ln.Addr(), strings.Join(names, ", "), pol.Source, auth),
-		"url", "http://"+ln.Addr().String(), "dashboard", "http://"+ln.Addr().String()+"/ui/",
-		"metrics", "http://"+ln.Addr().String()+"/metrics", "incidents", obs.Incidents.Path())
+	slogger.Info(fmt.Sprintf("listening on http://%s, guarding %s with policy %s (%s)", shown, strings.Join(names, ", "), pol.Source, auth),
+		"url", "http://"+shown, "dashboard", "http://"+shown+"/ui/",
+		"metrics", "http://"+shown+"/metrics", "incidents", obs.Incidents.Path())
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,10 +23,26 @@ func listenAddr(s string) (string, error) {
 		}
 		return net.JoinHostPort("127.0.0.1", s), nil
 	}
-	if _, port, err := net.SplitHostPort(s); err != nil || port == "" {
-		return "", fmt.Errorf("--listen %q: want host:port (such as 127.0.0.1:8088) or a port number", s)
+	if _, port, err := net.SplitHostPort(s); err == nil && port != "" {
+		return s, nil
 	}
-	return s, nil
+	// A host alone ("0.0.0.0", "::1", "localhost") takes the default port.
+	if h := strings.Trim(s, "[]"); h != "" && !strings.ContainsAny(h, "/ ") && (net.ParseIP(h) != nil || !strings.Contains(h, ":")) {
+		return net.JoinHostPort(h, "8088"), nil
+	}
+	return "", fmt.Errorf("--listen %q: want host:port (such as 127.0.0.1:8088), a host, or a port number", s)
+}
+
+// shownAddr is the address a listener took, written with the host it was
+// asked for: Go listens on 0.0.0.0 as [::] (both address families), which
+// would confuse a message about the 0.0.0.0 the user wrote.
+func shownAddr(listenAt string, addr net.Addr) string {
+	h, _, err1 := net.SplitHostPort(listenAt)
+	_, p, err2 := net.SplitHostPort(addr.String())
+	if err1 != nil || err2 != nil || h == "" {
+		return addr.String()
+	}
+	return net.JoinHostPort(h, p)
 }
 
 // isLoopback reports whether a listener's address is a loopback one.
@@ -34,17 +53,17 @@ func isLoopback(addr net.Addr) bool {
 
 // checkExposure refuses a listener other hosts can reach when no token
 // guards it, unless insecure is set; then it warns.
-func checkExposure(addr net.Addr, hasToken, insecure bool, log *slog.Logger) error {
+func checkExposure(addr net.Addr, shown string, hasToken, insecure bool, log *slog.Logger) error {
 	if isLoopback(addr) || hasToken {
 		return nil
 	}
 	if !insecure {
 		return usagef("refusing to listen on %s without a bearer token: any host that reaches it can use the "+
 			"model and read the dashboard and incidents; set --auth-token-file (or AEGIS_AUTH_TOKEN), listen on "+
-			"127.0.0.1, or pass --insecure-no-auth", addr)
+			"127.0.0.1, or pass --insecure-no-auth", shown)
 	}
 	log.Warn(fmt.Sprintf("SECURITY: listening on %s with no bearer token (--insecure-no-auth): every host that "+
-		"reaches this address can use the model, the dashboard and the incident log", addr))
+		"reaches this address can use the model, the dashboard and the incident log", shown))
 	return nil
 }
 
@@ -89,4 +108,23 @@ func checkDefault(cfg *serveConfig) error {
 		names = append(names, name)
 	}
 	return usagef("config: default: %q names no upstream (the upstreams are %s)", cfg.Default, strings.Join(names, ", "))
+}
+
+// checkFile refuses a file named by flag that cannot be read, before
+// anything else is looked for (a missing model is the first thing to
+// fix, whatever else is missing too).
+func checkFile(flag, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return usagef("%s %s: %v", flag, path, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return usagef("%s %s: is a folder, want a file", flag, path)
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func (chatDialect) decode(raw []byte, body rawBody) (request, error) { return de
 func decodeChat(raw []byte) (request, error) {
 	var cr openai.ChatRequest
 	if err := json.Unmarshal(raw, &cr); err != nil {
-		return request{}, fmt.Errorf("invalid chat request: %w", err)
+		return request{}, fmt.Errorf("invalid chat request: %w", openai.DecodeError(err))
 	}
 	if len(cr.Messages) == 0 {
 		return request{}, fmt.Errorf("messages must not be empty")

@@ -37,7 +37,7 @@ func decodeCompletion(raw []byte) (request, error) {
 		ResponseFormat *openai.ResponseFormat `json:"response_format"`
 	}
 	if err := json.Unmarshal(raw, &cr); err != nil {
-		return request{}, fmt.Errorf("invalid completion request: %w", err)
+		return request{}, fmt.Errorf("invalid completion request: %w", openai.DecodeError(err))
 	}
 	var prompt string
 	if len(cr.Prompt) > 0 && json.Unmarshal(cr.Prompt, &prompt) != nil {

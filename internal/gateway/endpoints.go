@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -15,10 +16,20 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, apiError{Message: "use GET", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
 		return
 	}
+	data, err := g.modelList(r.Context())
+	if err != nil {
+		unreachable(w, g.scrub(err.Error()))
+		return
+	}
 	writeJSON(w, http.StatusOK, struct {
 		Object string            `json:"object"`
 		Data   []json.RawMessage `json:"data"`
-	}{Object: "list", Data: g.modelList(r.Context())})
+	}{Object: "list", Data: data})
+}
+
+// unreachable answers 502 when no upstream could say which models it has.
+func unreachable(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadGateway, apiError{Message: msg, Type: "aegis_unavailable", Code: "aegis_upstream_error"}, nil)
 }
 
 // serveModel answers GET /v1/models/{id} with the model object from the
@@ -28,7 +39,12 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 		writeError(w, http.StatusMethodNotAllowed, apiError{Message: "use GET", Type: "invalid_request_error", Code: "method_not_allowed"}, nil)
 		return
 	}
-	for _, m := range g.modelList(r.Context()) {
+	list, err := g.modelList(r.Context())
+	if err != nil {
+		unreachable(w, g.scrub(err.Error()))
+		return
+	}
+	for _, m := range list {
 		var o struct {
 			ID string `json:"id"`
 		}
@@ -53,8 +69,9 @@ func (g *Gateway) serveUnsupported(w http.ResponseWriter, r *http.Request) {
 }
 
 // modelList returns the model objects of every upstream: the configured
-// names, or what the upstream's own /v1/models says.
-func (g *Gateway) modelList(ctx context.Context) []json.RawMessage {
+// names, or what the upstream's own /v1/models says. It fails when no
+// upstream could be asked (all of them down), rather than listing none.
+func (g *Gateway) modelList(ctx context.Context) ([]json.RawMessage, error) {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -62,16 +79,24 @@ func (g *Gateway) modelList(ctx context.Context) []json.RawMessage {
 		OwnedBy string `json:"owned_by"`
 	}
 	data := []json.RawMessage{}
+	var errs []error
+	answered := false
 	for _, u := range g.Upstreams {
 		if len(u.Models) > 0 {
 			for _, m := range u.Models {
 				b, _ := json.Marshal(model{ID: m, Object: "model", Created: time.Now().Unix(), OwnedBy: u.Name})
 				data = append(data, b)
 			}
+			answered = true
 			continue
 		}
 		code, body, err := u.Get(ctx, "/v1/models")
-		if err != nil || code != http.StatusOK {
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		answered = true
+		if code != http.StatusOK {
 			continue
 		}
 		var list struct {
@@ -81,7 +106,14 @@ func (g *Gateway) modelList(ctx context.Context) []json.RawMessage {
 			data = append(data, list.Data...)
 		}
 	}
-	return data
+	if !answered && len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return nil, fmt.Errorf("no upstream could list its models: %s", strings.Join(msgs, "; "))
+	}
+	return data, nil
 }
 
 // serveHealth reports Aegis's own health and each upstream's: 200 when

@@ -281,7 +281,7 @@ func Load(path string) (*Policy, error) {
 // file is the document shape; check and action sections stay nodes so they
 // can be decoded per check with line numbers.
 type file struct {
-	Release     *Mode     `yaml:"release"`
+	Release     yaml.Node `yaml:"release"`
 	MaxHold     *string   `yaml:"max_hold"`
 	MaxRetries  *int      `yaml:"max_retries"`
 	Constraints *bool     `yaml:"constraints"`
@@ -308,8 +308,12 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	}
 	p := DefaultFor(reg)
 	p.Source = name
-	if f.Release != nil {
-		p.Release = *f.Release
+	if f.Release.Kind != 0 {
+		m, err := ParseMode(f.Release.Value)
+		if err != nil || f.Release.Kind != yaml.ScalarNode {
+			return nil, wrap(fmt.Errorf("line %d: release: unknown release mode %q (want %s)", f.Release.Line, f.Release.Value, strings.Join(modeNames[:], ", ")))
+		}
+		p.Release = m
 	}
 	if f.MaxHold != nil {
 		d, err := time.ParseDuration(*f.MaxHold)

@@ -50,7 +50,7 @@ func ParseKind(s string) (Kind, error) {
 	switch strings.ToLower(s) {
 	case "", "auto":
 		return KindUnknown, nil
-	case "llama-server", "llama.cpp", "llamacpp":
+	case "llama-server", "llama", "llama.cpp", "llamacpp":
 		return KindLlamaServer, nil
 	case "ollama":
 		return KindOllama, nil
@@ -170,7 +170,7 @@ func (u *Upstream) Post(ctx context.Context, path string, body []byte, hdr http.
 		return u.client().Do(req)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("upstream %s: %w", u.Name, err)
+		return nil, fmt.Errorf("upstream %s: %w", u.Name, &requestError{http.MethodPost, path, err})
 	}
 	return resp, nil
 }
@@ -189,7 +189,7 @@ func (u *Upstream) Get(ctx context.Context, path string) (int, []byte, error) {
 	}
 	resp, err := u.client().Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("upstream %s: GET %s: %w", u.Name, path, err)
+		return 0, nil, fmt.Errorf("upstream %s: %w", u.Name, &requestError{http.MethodGet, path, err})
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

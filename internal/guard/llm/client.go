@@ -34,15 +34,16 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// ParseKind parses "llama" (or "llama-server") and "ollama".
+// ParseKind parses "llama-server" (or "llama", "llama.cpp") and "ollama",
+// in any case: the same names an upstream's kind takes.
 func ParseKind(s string) (Kind, error) {
-	switch s {
-	case "llama", "llama-server", "":
+	switch strings.ToLower(s) {
+	case "llama-server", "llama", "llama.cpp", "llamacpp", "":
 		return KindLlama, nil
 	case "ollama":
 		return KindOllama, nil
 	}
-	return 0, fmt.Errorf("unknown guard server kind %q (want llama or ollama)", s)
+	return 0, fmt.Errorf("unknown guard server kind %q (want llama-server or ollama)", s)
 }
 
 // Client talks to one guard server. Its fields are read-only after first

@@ -17,7 +17,7 @@ import (
 type Config struct {
 	// URL is the guard server's base URL (loopback).
 	URL string `json:"url" yaml:"url"`
-	// Kind is "llama" (llama-server) or "ollama".
+	// Kind is "llama-server" (or "llama") or "ollama", as for an upstream.
 	Kind string `json:"kind" yaml:"kind"`
 	// Model is the Ollama model name.
 	Model string `json:"model" yaml:"model"`
@@ -106,7 +106,7 @@ workers (aegis guard-worker) over NATS under the same rules; url, if also set, a
 NATS is unreachable.`,
 		Reasons: []validator.Reason{validator.ReasonUnsafeContent, validator.ReasonPromptInjection,
 			validator.ReasonInstructionDrift, validator.ReasonMalformedToolCall, validator.ReasonGuardUnavailable},
-		Example: "url: http://127.0.0.1:8081\nkind: llama\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\nschedule: adaptive\nid_slot: 0\n",
+		Example: "url: http://127.0.0.1:8081\nkind: llama-server\nprotocol: auto\ntask: safety\ndeadline: 2s\nfail_open: false\nschedule: adaptive\nid_slot: 0\n",
 		Config:  func() any { return &Config{} },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
