@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,13 +18,14 @@ import (
 const story = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. One day she saw a big red ball."
 
 // checkReal asks a real server for verdicts on every task and checks
-// each parses and (on llama-server) carries the probability risk.
+// each parses and (on llama-server) carries the probability risk. A
+// verdict may take minutes on a loaded machine (the test Ollama writes
+// about a hundred tokens per verdict at a few tokens per second), so no
+// call has a deadline of its own: go test's -timeout bounds the run.
 func checkReal(t *testing.T, c *Client, wantProbs bool, text string) {
 	t.Helper()
 	for _, task := range []Task{TaskSafety, TaskInjection, TaskDrift, TaskToolCall} {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		res, err := c.Check(ctx, task, BuildPrompt(task, "", text))
-		cancel()
+		res, err := c.Check(t.Context(), task, BuildPrompt(task, "", text))
 		if err != nil {
 			t.Fatalf("%s: %v", task, err)
 		}
