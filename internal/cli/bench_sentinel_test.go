@@ -26,6 +26,12 @@ func TestBenchSentinelUsage(t *testing.T) {
 		{"bad protocol", []string{"bench", "sentinel", "--model", "m.gguf", "--llama-server", "x", "--protocol", "llamaguard2"}, "unknown guard protocol"},
 	}
 	t.Setenv("PATH", t.TempDir()) // no llama-server to find
+	// The model must exist for the checks after it to be reached.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "m.gguf"), []byte("GGUF"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
