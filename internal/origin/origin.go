@@ -107,7 +107,7 @@ func (p *Policy) OriginAllowed(origin string, r *http.Request) bool {
 func (p *Policy) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.CheckHost && !HostAllowed(r.Host, p.AllowHosts) {
-			refuse(w, "host_not_allowed", fmt.Sprintf("Host %q is not answered here (DNS rebinding protection): "+
+			refuse(w, r, "host_not_allowed", fmt.Sprintf("Host %q is not answered here (DNS rebinding protection): "+
 				"use localhost or an IP address, or allow the name with --allow-host", r.Host))
 			return
 		}
@@ -117,7 +117,7 @@ func (p *Policy) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		if !p.OriginAllowed(o, r) {
-			refuse(w, "origin_not_allowed", fmt.Sprintf("requests from web pages at %q are not answered: "+
+			refuse(w, r, "origin_not_allowed", fmt.Sprintf("requests from web pages at %q are not answered: "+
 				"allow the origin with --allow-origin (loopback origins are allowed)", o))
 			return
 		}
@@ -138,10 +138,16 @@ func (p *Policy) Wrap(h http.Handler) http.Handler {
 	})
 }
 
-// refuse answers 403 with an OpenAI-shaped error object.
-func refuse(w http.ResponseWriter, code, msg string) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": "invalid_request_error", "code": code, "param": nil}})
+// refuse answers 403 with an OpenAI-shaped error object, or Ollama's
+// {"error": "..."} on its /api/ paths.
+func refuse(w http.ResponseWriter, r *http.Request, code, msg string) {
+	var b []byte
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		b, _ = json.Marshal(map[string]string{"error": msg})
+	} else {
+		b, _ = json.Marshal(map[string]any{"error": map[string]any{
+			"message": msg, "type": "invalid_request_error", "code": code, "param": nil}})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusForbidden)
 	w.Write(b)

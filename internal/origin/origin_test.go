@@ -3,6 +3,7 @@ package origin
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -86,6 +87,15 @@ func TestWrap(t *testing.T) {
 		h.ServeHTTP(w, r)
 		if w.Code != tc.want {
 			t.Errorf("Host %q Origin %q: %d, want %d", tc.host, tc.origin, w.Code, tc.want)
+		}
+	}
+	for path, want := range map[string]string{"/api/chat": `{"error":"Host`, "/v1/models": `{"error":{"code":"host_not_allowed"`} {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Host = "evil.example"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 403 || !strings.HasPrefix(w.Body.String(), want) {
+			t.Errorf("%s: %d %s, want the error shape %s", path, w.Code, w.Body.String(), want)
 		}
 	}
 }
