@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // DecodeError rewrites an encoding/json error from decoding a request in
@@ -52,18 +53,17 @@ func jsonKind(t reflect.Type) string {
 }
 
 // article puts "a" or "an" before a JSON kind as encoding/json names it
-// ("string", "number", "object", "array", "bool").
+// ("string", "number", "number -1", "object", "array", "bool").
 func article(v string) string {
-	switch v {
-	case "object", "array":
+	switch {
+	case v == "object", v == "array":
 		return "an " + v
-	case "bool":
+	case v == "bool":
 		return "true or false"
-	case "":
+	case strings.HasPrefix(v, "number"):
+		return "a number"
+	case v == "":
 		return "another kind of value"
-	}
-	if len(v) > 0 && v[0] == 'n' && v != "number" && v != "null" {
-		return v // "number 1.5" and such
 	}
 	return "a " + v
 }
