@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/logging"
 	"github.com/aegis-sentinel/aegis/internal/mcp"
+	"github.com/aegis-sentinel/aegis/internal/origin"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 )
 
@@ -125,14 +126,17 @@ func (rt *mcpRuntime) serveSide(ctx context.Context, listen string, h http.Handl
 	if err != nil {
 		return "", nil, fmt.Errorf("listen: %w", err)
 	}
-	if err := checkExposure(ln.Addr(), false, false, rt.log); err != nil {
+	if err := checkExposure(ln.Addr(), shownAddr(at, ln.Addr()), false, false, rt.log); err != nil {
 		ln.Close()
 		return "", nil, err
 	}
 	if h == nil {
 		h = http.NotFoundHandler()
 	}
-	srv := gateway.NewServer(rt.obs.Handler(h, ""), slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn))
+	// No token here: web pages are kept out by their Origin and Host, as
+	// on serve's listener (DNS rebinding).
+	browsers := &origin.Policy{CheckHost: isLoopback(ln.Addr())}
+	srv := gateway.NewServer(browsers.Wrap(rt.obs.Handler(h, "")), slog.NewLogLogger(rt.log.Handler(), slog.LevelWarn))
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Serve(ln) }()
 	return ln.Addr().String(), func() {

@@ -149,3 +149,34 @@ func TestJSONBodyWithoutJSONContentType(t *testing.T) {
 		t.Errorf("bad --allow-origin: exit %d: %s", exit, errOut)
 	}
 }
+
+// TestForeignHostRefusedOnMCPListener: the MCP proxy's loopback listener
+// (no token) refuses a DNS-name Host and a foreign Origin on every path,
+// its /mcp endpoint included.
+func TestForeignHostRefusedOnMCPListener(t *testing.T) {
+	t.Setenv("AEGIS_INCIDENTS", filepath.Join(t.TempDir(), "incidents.db"))
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errw := &syncBuf{}
+	done, exited := make(chan int, 1), make(chan struct{})
+	go func() {
+		defer close(exited)
+		done <- Run(ctx, []string{"mcp", "http", "--upstream", "http://127.0.0.1:1/mcp", "--listen", addr, "--log-format", "text"},
+			&IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+	if code, ok := errw.waitFor("listening on", done); !ok {
+		t.Fatalf("exit %d before the start line: %s", code, errw.String())
+	}
+	for _, path := range []string{"/mcp", "/metrics"} {
+		if code, _, body := send(t, "POST", "http://"+addr+path, "{}", map[string]string{"Host": "evil.example"}); code != 403 || !strings.Contains(body, "host_not_allowed") {
+			t.Errorf("%s with Host evil.example: %d %s", path, code, body)
+		}
+		if code, _, body := send(t, "POST", "http://"+addr+path, "{}", map[string]string{"Origin": "http://evil.example"}); code != 403 || strings.Contains(body, "--allow") {
+			t.Errorf("%s with Origin evil.example: %d %s (mcp has no allow flags to name)", path, code, body)
+		}
+	}
+	if code, _, body := send(t, "GET", "http://"+addr+"/metrics", "", nil); code != 200 {
+		t.Errorf("/metrics from localhost: %d %.200s", code, body)
+	}
+}

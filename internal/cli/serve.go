@@ -246,7 +246,8 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			return err
 		}
 	}
-	browsers := &origin.Policy{AllowOrigins: cfg.AllowOrigins, AllowHosts: cfg.AllowHosts}
+	browsers := &origin.Policy{AllowOrigins: cfg.AllowOrigins, AllowHosts: cfg.AllowHosts,
+		HostFlag: "--allow-host", OriginFlag: "--allow-origin"}
 	if err := browsers.Validate(); err != nil {
 		return usageErr(err)
 	}

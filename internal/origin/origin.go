@@ -31,6 +31,10 @@ type Policy struct {
 	// AllowOrigins lists extra origins (scheme://host[:port]) whose pages
 	// may call the server; "*" allows every origin.
 	AllowOrigins []string
+	// HostFlag and OriginFlag name the options that extend the lists
+	// (such as --allow-host), for the refusals to point at; empty when
+	// the command has none.
+	HostFlag, OriginFlag string
 }
 
 // Validate checks that every allowed origin is "*", "null" or
@@ -107,8 +111,11 @@ func (p *Policy) OriginAllowed(origin string, r *http.Request) bool {
 func (p *Policy) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.CheckHost && !HostAllowed(r.Host, p.AllowHosts) {
-			refuse(w, r, "host_not_allowed", fmt.Sprintf("Host %q is not answered here (DNS rebinding protection): "+
-				"use localhost or an IP address, or allow the name with --allow-host", r.Host))
+			msg := fmt.Sprintf("Host %q is not answered here (DNS rebinding protection): use localhost or an IP address", r.Host)
+			if p.HostFlag != "" {
+				msg += ", or allow the name with " + p.HostFlag
+			}
+			refuse(w, r, "host_not_allowed", msg)
 			return
 		}
 		o := r.Header.Get("Origin")
@@ -117,8 +124,11 @@ func (p *Policy) Wrap(h http.Handler) http.Handler {
 			return
 		}
 		if !p.OriginAllowed(o, r) {
-			refuse(w, r, "origin_not_allowed", fmt.Sprintf("requests from web pages at %q are not answered: "+
-				"allow the origin with --allow-origin (loopback origins are allowed)", o))
+			msg := fmt.Sprintf("requests from web pages at %q are not answered (only loopback origins are)", o)
+			if p.OriginFlag != "" {
+				msg = fmt.Sprintf("requests from web pages at %q are not answered: allow the origin with %s (loopback origins are allowed)", o, p.OriginFlag)
+			}
+			refuse(w, r, "origin_not_allowed", msg)
 			return
 		}
 		hd := w.Header()
