@@ -108,8 +108,7 @@ func TestProtocolsOnLlamaServer(t *testing.T) {
 			}
 			url, _ := startLlamaModel(t, env, path, false)
 			c := &Client{BaseURL: url, Slot: 0}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
+			ctx := t.Context() // no deadline of its own: go test -timeout bounds a loaded machine
 			got, err := c.Resolve(ctx, ProtocolAuto)
 			if err != nil || got != m.p {
 				t.Fatalf("auto through /props: %v %v, want %s", got, err, m.p)
@@ -226,8 +225,7 @@ func TestProtocolsOnVulkan(t *testing.T) {
 		t.Run(m.p.String(), func(t *testing.T) {
 			url, _ := startLlamaModel(t, env, synthGuard(t, env, dir, i), true)
 			c := &Client{BaseURL: url, Slot: 0}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
+			ctx := t.Context() // no deadline of its own: go test -timeout bounds a loaded machine
 			p, err := c.Resolve(ctx, ProtocolAuto)
 			if err != nil || p != m.p {
 				t.Fatalf("auto: %v %v", p, err)
@@ -256,8 +254,7 @@ func TestProtocolsOnOllama(t *testing.T) {
 			path := synthGuard(t, env, dir, i)
 			name := ollamaCreate(t, env.OllamaURL, path, fmt.Sprintf("aegis-guard-%d", i))
 			c := &Client{BaseURL: env.OllamaURL, Kind: KindOllama, Model: name}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
+			ctx := t.Context() // no deadline of its own: go test -timeout bounds a loaded machine
 			p, err := c.Resolve(ctx, ProtocolAuto)
 			if err != nil || p != m.p {
 				t.Fatalf("auto through /api/show: %v %v, want %s", p, err, m.p)
@@ -391,8 +388,7 @@ func TestServerTemplateWins(t *testing.T) {
 	}
 	url, _ := startLlamaModel(t, env, path, false)
 	c := &Client{BaseURL: url, Slot: 0}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	ctx := t.Context() // no deadline of its own: go test -timeout bounds a loaded machine
 	for _, s := range goldenSubjects {
 		pr := c.NativePrompt(ctx, ProtocolLlamaGuard, s)
 		if !strings.Contains(pr.Prefix, "S13: Elections.\nS14: Code Interpreter Abuse.\n<END UNSAFE CONTENT CATEGORIES>") ||
