@@ -90,7 +90,10 @@ func TestRunTicksWhileSilent(t *testing.T) {
 		t.Fatal("Run says failed")
 	}
 	got := out.String()
-	if n := strings.Count(got, "... "); n != 3 || !strings.Contains(got, "... 1m0s: 0 packages done, 0 failed; running: a/x (") ||
+	// Which of a line and a tick that arrive together comes first is
+	// not fixed, so only the ticks and the end are checked here (the
+	// progress line's content is TestProgressEveryInterval's).
+	if n := strings.Count(got, "... "); n != 3 || !strings.Contains(got, "... 1m0s: 0 packages done, 0 failed") ||
 		!strings.Contains(got, "== go test: 1 packages passed") {
 		t.Fatalf("%d progress lines:\n%s", n, got)
 	}
