@@ -242,6 +242,11 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	defer obs.Close()
 	defer publishGuardCalls(obs.Bus)()
+	tp, stopTracing, err := startTracing(ctx, "aegis", slogger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
 		Policy: pol, InputCheck: countedInput(obs.Bus, inputCheck)}
@@ -278,6 +283,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 			return usageErr(err)
 		}
 		u.Models = uc.Models
+		traceUpstream(tp, u)
 		if k == upstream.KindUnknown {
 			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			u.Kind, err = upstream.Detect(dctx, u)
@@ -327,7 +333,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		ln.Close()
 		return err
 	}
-	srv := gateway.NewServer(obs.Handler(g, g.AuthToken), logger)
+	srv := gateway.NewServer(obs.Handler(tp.Handler(g), g.AuthToken), logger)
 	auth := "no auth"
 	if g.AuthToken != "" {
 		auth = "bearer token required"
