@@ -45,6 +45,10 @@ type serveConfig struct {
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
 	// MaxResponseBytes caps the output one response may hold.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
+	// KeepAlive is the silence after which a streamed answer whose text
+	// is held gets an SSE comment line: a duration such as 15s (the
+	// default), or off.
+	KeepAlive string `yaml:"keep_alive"`
 	// Incidents configures the incident log (see observe.go).
 	Incidents incidentsConfig `yaml:"incidents"`
 	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
@@ -362,7 +366,11 @@ type gatewayBuilder struct {
 // the log.
 func (b *gatewayBuilder) build(ctx context.Context, cfg *serveConfig, pol *policy.Policy,
 	inputCheck func(context.Context, *validator.Request) *validator.Verdict) (*gateway.Gateway, []string, error) {
-	g := &gateway.Gateway{MaxBodyBytes: cfg.MaxBodyBytes, ErrorLog: b.errLog, Events: b.obs.Bus, AllowManagement: cfg.AllowManagement,
+	keepAlive, err := cfg.keepAlive()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &gateway.Gateway{KeepAlive: keepAlive, MaxBodyBytes: cfg.MaxBodyBytes, ErrorLog: b.errLog, Events: b.obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
 		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token}
 	b.mu.Lock()

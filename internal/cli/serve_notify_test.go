@@ -151,3 +151,17 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+func TestServeConfigKeepAlive(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{{"", 0, false}, {"off", -1, false}, {"15s", 15 * time.Second, false}, {"2ms", 2 * time.Millisecond, false},
+		{"0s", 0, true}, {"-1s", 0, true}, {"soon", 0, true}} {
+		got, err := (&serveConfig{KeepAlive: c.in}).keepAlive()
+		if (err != nil) != c.err || got != c.want {
+			t.Errorf("keep_alive %q: %v, %v", c.in, got, err)
+		}
+	}
+}

@@ -269,6 +269,9 @@ func checkServe(stdio *IO, cfg *serveConfig, policyPath string) error {
 	if _, err := logging.ParseFormat(cfg.LogFormat); err != nil {
 		return usageErr(err)
 	}
+	if _, err := cfg.keepAlive(); err != nil {
+		return err
+	}
 	pol, err := servePolicy(cfg, policyPath)
 	if err != nil {
 		return usageErr(err)
@@ -299,4 +302,20 @@ func checkServe(stdio *IO, cfg *serveConfig, policyPath string) error {
 	}
 	fmt.Fprintf(stdio.Out, "configuration OK: %d upstream(s), policy %s\n", len(cfg.Upstreams), pol.Source)
 	return nil
+}
+
+// keepAlive reads keep_alive: a positive duration, or off (a negative
+// KeepAlive for the gateway); empty is the gateway's default.
+func (c *serveConfig) keepAlive() (time.Duration, error) {
+	switch c.KeepAlive {
+	case "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	d, err := time.ParseDuration(c.KeepAlive)
+	if err != nil || d <= 0 {
+		return 0, usagef("keep_alive: %q is not a positive duration (such as 15s) or off", c.KeepAlive)
+	}
+	return d, nil
 }

@@ -57,9 +57,14 @@ func TestKeepAliveWhileGuardJudges(t *testing.T) {
 	var comments []time.Duration
 	var before []string
 	for len(comments) < 2 {
+		armed := gd.clk.Armed()
 		at := nextTimer(gd)
 		if at.IsZero() || at.Sub(start) > 40*time.Second {
-			t.Fatalf("no timer left for a comment by 40 s; comments at %v", comments)
+			// The gateway arms the next keep-alive just after writing a
+			// comment: wait for it (a hang, caught by receive, is a
+			// missing comment).
+			receive(t, armed, "a timer armed for the next comment by 40 s")
+			continue
 		}
 		gd.clk.Set(at)
 		if at.Sub(start) < 15*time.Second {
@@ -107,11 +112,6 @@ func TestKeepAliveNotOnBody(t *testing.T) {
 	g := receive(t, gd.guards, "guard")
 	receive(t, up.cancelled, "upstream end")
 	call := receive(t, g.Calls, "the guard's call")
-	for _, at := range gd.clk.Timers() {
-		if at.Sub(gd.clk.Now()) == DefaultKeepAlive {
-			t.Errorf("a keep-alive timer armed for a JSON body")
-		}
-	}
 	gd.clk.Advance(50 * time.Second)
 	call.Pass()
 	var body []string
