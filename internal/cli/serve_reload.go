@@ -138,6 +138,11 @@ func (r *reloader) try(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg.Incidents.gateway = r.first.Incidents.gateway
+	changed := restartOnly(r.first, cfg)
+	// The guard server and the fleet live as long as the process: the
+	// checks built for them keep the running settings.
+	cfg.GuardServer, cfg.Fleet = r.first.GuardServer, r.first.Fleet
 	pol, err := servePolicy(cfg, r.policy)
 	if err != nil {
 		return err
@@ -154,7 +159,7 @@ func (r *reloader) try(ctx context.Context) error {
 	r.mu.Lock()
 	r.status.Files = r.watched(cfg)
 	r.mu.Unlock()
-	for _, f := range restartOnly(r.first, cfg) {
+	for _, f := range changed {
 		r.log.Warn("configuration changed where only a restart applies it; the running value stays", "key", f)
 	}
 	r.log.Info(fmt.Sprintf("configuration reloaded: guarding %v with policy %s", names, pol.Source))

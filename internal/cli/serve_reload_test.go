@@ -242,3 +242,34 @@ func startServeLogs(t *testing.T, logs *lockedBuffer, args ...string) string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestRestartOnly(t *testing.T) {
+	base := func() *serveConfig {
+		return &serveConfig{Listen: "127.0.0.1:8088", LogFormat: "json", Fleet: fleetConfig{NATS: "nats://a"}}
+	}
+	cases := []struct {
+		name   string
+		change func(c *serveConfig)
+		want   string
+	}{
+		{"nothing", func(*serveConfig) {}, ""},
+		{"policy and upstreams", func(c *serveConfig) {
+			c.Upstreams = []upstreamConfig{{URL: "http://x"}}
+			c.MaxBodyBytes = 1
+			c.KeepAlive = "1s"
+		}, ""},
+		{"listen", func(c *serveConfig) { c.Listen = "127.0.0.1:9" }, "listen"},
+		{"token and fleet", func(c *serveConfig) { c.Auth.TokenFile = "t"; c.Fleet.GuardWorkers = "g" }, "auth fleet"},
+		{"guard server", func(c *serveConfig) { c.GuardServer.Deadline = time.Second }, "guard_server"},
+		{"incidents and log", func(c *serveConfig) { c.Incidents.Path = "x.db"; c.LogFormat = "text" }, "incidents log_format"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			now := base()
+			c.change(now)
+			if got := strings.Join(restartOnly(base(), now), " "); got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
