@@ -120,6 +120,13 @@ Every hidden retry and halt goes to the incident log (--incidents-db; read it wi
 aegis incidents), and each request is logged on one line (JSON unless stderr is a
 terminal; outputs only when the policy sets log_text).
 
+SIGHUP, or saving the config or policy file, reloads them: new requests get the new policy
+and upstreams, streams in flight finish with theirs, and a file that does not load is refused
+(its file and line logged) while the running one stays. --check validates the configuration
+and policy and exits. Under systemd (Type=notify) serve reports ready, reloading and stopping
+and feeds the watchdog. OpenTelemetry traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_TRACES_EXPORTER=otlp) is set; see docs/operations.md.
+
 The upstream may be written host:port or as an OpenAI base URL ending in /v1; Aegis
 starts even while it is down and detects its kind when it first answers. Every flag
 can also be set in the environment as AEGIS_ and its name in capitals, dashes as
