@@ -104,6 +104,12 @@ func (s serverJudge) Judge(ctx context.Context, j llm.Judgement) (*llm.Result, e
 func runGuardWorker(ctx context.Context, stdio *IO, natsURL, id, name string, concurrency int, logVerdicts bool,
 	gs guardServerConfig, guardURL string, kind llm.Kind, ollamaModel string) error {
 	log := logging.New(stdio.Err, logging.Options{})
+	// The worker's spans join the traces of the gateways' requests.
+	_, stopTracing, err := startTracing(ctx, "aegis-guard-worker", log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	judge := serverJudge{url: func() string { return guardURL }, kind: kind, model: ollamaModel}
 	device := func() string { return cmp.Or(gs.Device, "external") } // a running server: what --device says it is
 	if gs.Model != "" {

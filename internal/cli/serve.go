@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +22,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/origin"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/supervisor"
+	"github.com/aegis-sentinel/aegis/internal/tracing"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -49,6 +52,10 @@ type serveConfig struct {
 	MaxConcurrentStreams int `yaml:"max_concurrent_streams"`
 	// MaxResponseBytes caps the output one response may hold.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
+	// KeepAlive is the silence after which a streamed answer whose text
+	// is held gets an SSE comment line: a duration such as 15s (the
+	// default), or off.
+	KeepAlive string `yaml:"keep_alive"`
 	// Incidents configures the incident log (see observe.go).
 	Incidents incidentsConfig `yaml:"incidents"`
 	// LogFormat is auto (JSON unless stderr is a terminal), json or text.
@@ -87,17 +94,18 @@ func loadServeConfig(path string) (*serveConfig, error) {
 func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
-			listen, upURL, kind, configPath, policyPath, tokenFile, guardClassifier string
-			maxBody                                                                 int64
-			maxStreams                                                              int
-			incidentsPath, logFormat                                                string
-			host                                                                    string
-			port                                                                    int
-			guardFlagVals                                                           guardServerConfig
-			fleetFlagVals                                                           fleetConfig
-			cpuProfile, memProfile                                                  string
-			insecureNoAuth                                                          bool
-			allowOrigins, allowHosts                                                []string
+			listen, upURL, kind, configPath, policyPath, tokenFile string
+			guardClassifier                                        string
+			maxBody                                                int64
+			maxStreams                                             int
+			incidentsPath, logFormat                               string
+			host                                                   string
+			port                                                   int
+			guardFlagVals                                          guardServerConfig
+			fleetFlagVals                                          fleetConfig
+			cpuProfile, memProfile                                 string
+			insecureNoAuth, check                                  bool
+			allowOrigins, allowHosts                               []string
 		)
 		c := &cobra.Command{
 			Use:   "serve",
@@ -123,6 +131,13 @@ Every hidden retry and halt goes to the incident log (--incidents-db; read it wi
 aegis incidents), and each request is logged on one line (JSON unless stderr is a
 terminal; outputs only when the policy sets log_text).
 
+SIGHUP, or saving the config or policy file, reloads them: new requests get the new policy
+and upstreams, streams in flight finish with theirs, and a file that does not load is refused
+(its file and line logged) while the running one stays. --check validates the configuration
+and policy and exits. Under systemd (Type=notify) serve reports ready, reloading and stopping
+and feeds the watchdog. OpenTelemetry traces go out over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_TRACES_EXPORTER=otlp) is set; see docs/operations.md.
+
 The upstream may be written host:port or as an OpenAI base URL ending in /v1; Aegis
 starts even while it is down and detects its kind when it first answers. Every flag
 can also be set in the environment as AEGIS_ and its name in capitals, dashes as
@@ -143,44 +158,59 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 					}
 					cmd.Flags().Set("listen", listen)
 				}
-				cfg := &serveConfig{}
-				if configPath != "" {
-					var err error
-					if cfg, err = loadServeConfig(configPath); err != nil {
-						return usageErr(err)
+				// load reads the configuration and applies the flags over it; a
+				// reload runs it again.
+				load := func() (*serveConfig, error) {
+					cfg := &serveConfig{}
+					if configPath != "" {
+						var err error
+						if cfg, err = loadServeConfig(configPath); err != nil {
+							return nil, usageErr(err)
+						}
 					}
+					if cmd.Flags().Changed("listen") || cfg.Listen == "" {
+						cfg.Listen = listen
+					}
+					if upURL != "" {
+						cfg.Upstreams = append([]upstreamConfig{{Name: "default", URL: upURL, Kind: kind}}, cfg.Upstreams...)
+					}
+					if len(cfg.Upstreams) == 0 {
+						return nil, usagef("serve needs an upstream: --upstream URL or upstreams in --config")
+					}
+					if err := checkDefault(cfg); err != nil {
+						return nil, err
+					}
+					if tokenFile != "" {
+						cfg.Auth.TokenFile = tokenFile
+					}
+					if maxBody != 0 {
+						cfg.MaxBodyBytes = maxBody
+					}
+					cfg.AllowOrigins = append(cfg.AllowOrigins, allowOrigins...)
+					cfg.AllowHosts = append(cfg.AllowHosts, allowHosts...)
+					if cmd.Flags().Changed("max-concurrent-streams") {
+						cfg.MaxConcurrentStreams = maxStreams
+					}
+					if incidentsPath != "" {
+						cfg.Incidents.Path = incidentsPath
+					}
+					if logFormat != "" {
+						cfg.LogFormat = logFormat
+					}
+					cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
+					if guardClassifier != "" {
+						cfg.GuardClassifier = guardClassifier
+					}
+					cfg.Fleet = cfg.Fleet.merge(fleetFlagVals)
+					if configPath != "" && cfg.Policy.Kind == yaml.ScalarNode {
+						cfg.Policy.Value = policyPathFrom(configPath, cfg.Policy.Value)
+					}
+					return cfg, nil
 				}
-				if cmd.Flags().Changed("listen") || cfg.Listen == "" {
-					cfg.Listen = listen
+				cfg, err := load()
+				if err != nil {
+					return err
 				}
-				if upURL != "" {
-					cfg.Upstreams = append([]upstreamConfig{{Name: "default", URL: upURL, Kind: kind}}, cfg.Upstreams...)
-				}
-				if len(cfg.Upstreams) == 0 {
-					return usagef("serve needs an upstream: --upstream URL or upstreams in --config")
-				}
-				if tokenFile == "" {
-					tokenFile = cfg.Auth.TokenFile
-				}
-				if maxBody == 0 {
-					maxBody = cfg.MaxBodyBytes
-				}
-				cfg.AllowOrigins = append(cfg.AllowOrigins, allowOrigins...)
-				cfg.AllowHosts = append(cfg.AllowHosts, allowHosts...)
-				if cmd.Flags().Changed("max-concurrent-streams") {
-					cfg.MaxConcurrentStreams = maxStreams
-				}
-				if incidentsPath != "" {
-					cfg.Incidents.Path = incidentsPath
-				}
-				if logFormat != "" {
-					cfg.LogFormat = logFormat
-				}
-				cfg.GuardServer = cfg.GuardServer.merge(guardFlagVals)
-				if guardClassifier != "" {
-					cfg.GuardClassifier = guardClassifier
-				}
-				cfg.Fleet = cfg.Fleet.merge(fleetFlagVals)
 				if cpuProfile != "" {
 					stop, err := startCPUProfile(cpuProfile)
 					if err != nil {
@@ -191,10 +221,11 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 				if memProfile != "" {
 					defer writeAllocProfile(memProfile, stdio)
 				}
-				if configPath != "" && cfg.Policy.Kind == yaml.ScalarNode {
-					cfg.Policy.Value = policyPathFrom(configPath, cfg.Policy.Value)
+				files := reloadFiles{config: configPath, policy: policyPath}
+				if check {
+					return checkServe(stdio, cfg, policyPath)
 				}
-				return runServe(cmd.Context(), stdio, cfg, policyPath, tokenFile, maxBody, insecureNoAuth)
+				return runServe(cmd.Context(), stdio, cfg, policyPath, insecureNoAuth, load, files)
 			},
 		}
 		f := c.Flags()
@@ -206,6 +237,7 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 		f.StringVar(&configPath, "config", "", "YAML config: listen, upstreams [{name, url, kind, models}], default, policy, auth")
 		f.StringVar(&policyPath, "policy", "", "policy YAML file (default: the built-in policy)")
 		f.StringVar(&tokenFile, "auth-token-file", "", "file holding the bearer token clients must send (or env AEGIS_AUTH_TOKEN)")
+		f.BoolVar(&check, "check", false, "check the configuration and policy (the files and every check they name), then exit: 0 when they load, 2 with the file and line otherwise")
 		f.BoolVar(&insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen address without a bearer token (warns loudly)")
 		f.StringSliceVar(&allowOrigins, "allow-origin", nil, "web origin (scheme://host[:port], or *) whose pages may call the gateway; loopback origins always may (repeat or comma-separate)")
 		f.StringSliceVar(&allowHosts, "allow-host", nil, "Host name answered besides localhost and IP addresses (a loopback listener without a token refuses others)")
@@ -224,7 +256,8 @@ underscores: AEGIS_UPSTREAM, AEGIS_LISTEN, AEGIS_POLICY, AEGIS_MAX_BODY_BYTES, .
 	})
 }
 
-func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, tokenFile string, maxBody int64, insecureNoAuth bool) error {
+func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath string, insecureNoAuth bool,
+	load func() (*serveConfig, error), files reloadFiles) error {
 	format, err := logging.ParseFormat(cfg.LogFormat)
 	if err != nil {
 		return usageErr(err)
@@ -270,104 +303,71 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 	}
 	defer obs.Close()
 	defer publishGuardCalls(obs.Bus)()
-	g := &gateway.Gateway{MaxBodyBytes: maxBody, ErrorLog: logger, Events: obs.Bus, AllowManagement: cfg.AllowManagement,
-		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
-		Policy: pol, InputCheck: countedInput(obs.Bus, inputCheck)}
+	tp, stopTracing, err := startTracing(ctx, "aegis", slogger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
+	b := &gatewayBuilder{obs: obs, tp: tp, log: slogger, errLog: logger}
+	if cfg.Auth.TokenFile != "" {
+		raw, err := os.ReadFile(cfg.Auth.TokenFile)
 		if err != nil {
 			return usagef("auth token: %v", err)
 		}
-		g.AuthToken = strings.TrimSpace(string(b))
+		b.token = strings.TrimSpace(string(raw))
 	} else if t := os.Getenv("AEGIS_AUTH_TOKEN"); t != "" {
-		g.AuthToken = t
+		b.token = t
 	}
-
-	var def *upstream.Upstream
-	var names []string
-	for i, uc := range cfg.Upstreams {
-		if uc.Name == "" {
-			uc.Name = fmt.Sprintf("upstream%d", i+1)
-		}
-		k, err := upstream.ParseKind(uc.Kind)
-		if err != nil {
-			return usagef("upstream %s: %v", uc.Name, err)
-		}
-		base, notes, err := upstream.Normalize(uc.URL)
-		if err != nil {
-			return usagef("upstream %s: %v", uc.Name, err)
-		}
-		for _, n := range notes {
-			slogger.Warn(n)
-		}
-		u, err := upstream.New(uc.Name, base, k)
-		if err != nil {
-			return usageErr(err)
-		}
-		u.Models = uc.Models
-		if k == upstream.KindUnknown {
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			u.Kind, err = upstream.Detect(dctx, u)
-			cancel()
-			if err != nil {
-				u.Kind = upstream.KindUnknown
-				slogger.Warn(fmt.Sprintf("upstream %s (%s) is not answering; starting anyway, its kind will be detected when it answers", u.Name, base), "error", err.Error())
-			}
-		}
-		if uc.Name == cfg.Default || def == nil && len(uc.Models) == 0 {
-			def = u
-		}
-		g.Upstreams = append(g.Upstreams, u)
-		names = append(names, fmt.Sprintf("%s %s (%s)", u.Name, u.URL, u.Kind))
-	}
-	if def != nil {
-		ups := g.Upstreams
-		g.Route = func(model string) (*upstream.Upstream, error) {
-			for _, u := range ups {
-				if len(u.Models) > 0 && u.Serves(model) {
-					return u, nil
-				}
-			}
-			return def, nil
-		}
-	}
-
-	var sup *supervisor.Supervisor
 	if cfg.GuardServer.Model != "" {
-		if sup, err = startGuardServer(ctx, cfg.GuardServer, obs.Bus, slogger); err != nil {
+		sup, err := startGuardServer(ctx, cfg.GuardServer, obs.Bus, slogger)
+		if err != nil {
 			return err
 		}
 		defer sup.Stop(context.Background())
-		g.Policy = g.Policy.With(guardCheck(guardExtra(sup, cfg.GuardServer, slogger)))
+		b.sup = sup
 	}
-	leave, err := startFleet(ctx, cfg, obs, g, sup, slogger)
+	leave, err := startFleet(ctx, cfg, obs, slogger)
 	if err != nil {
 		return err
 	}
 	defer leave()
+	g, names, err := b.build(ctx, cfg, pol, inputCheck)
+	if err != nil {
+		return err
+	}
+	live := &liveGateway{}
+	live.cur.Store(g)
 
 	ln, err := net.Listen("tcp", listenAt)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	shown := shownAddr(listenAt, ln.Addr())
-	if err := checkExposure(ln.Addr(), shown, g.AuthToken != "", insecureNoAuth, slogger); err != nil {
+	if err := checkExposure(ln.Addr(), shown, b.token != "", insecureNoAuth, slogger); err != nil {
 		ln.Close()
 		return err
 	}
 	// Web pages are kept out by their Origin, and on a loopback listener
 	// without a token by their Host too (DNS rebinding), as the dashboard is.
-	browsers.CheckHost = isLoopback(ln.Addr()) && g.AuthToken == ""
+	browsers.CheckHost = isLoopback(ln.Addr()) && b.token == ""
 	obs.Dashboard.AllowHosts = cfg.AllowHosts
-	srv := gateway.NewServer(browsers.Wrap(obs.Handler(g, g.AuthToken)), logger)
+	srv := gateway.NewServer(browsers.Wrap(obs.Handler(tp.Handler(live), b.token)), logger)
 	auth := "no auth"
-	if g.AuthToken != "" {
+	if b.token != "" {
 		auth = "bearer token required"
 	}
 	slogger.Info(fmt.Sprintf("listening on http://%s, guarding %s with policy %s (%s)", shown, strings.Join(names, ", "), pol.Source, auth),
 		"url", "http://"+shown, "dashboard", "http://"+shown+"/ui/",
 		"metrics", "http://"+shown+"/metrics", "incidents", obs.Incidents.Path())
+
+	rl := newReloader(files, cfg, policyPath, load, b, live, slogger, obs)
+	rctx, stopReload := context.WithCancel(ctx)
+	defer stopReload()
+	rdone := rl.start(rctx)
+	defer func() { stopReload(); <-rdone }()
+	stopNotify := notifyServiceManager(rctx, slogger, "http://"+ln.Addr().String()+"/")
+	defer stopNotify()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -376,6 +376,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	notifyStopping()
 	slogger.Info("shutting down; finishing streams in flight (up to 10s)")
 	obs.CloseStreams() // dashboard streams would hold Shutdown for its whole timeout
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -387,6 +388,104 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath, toke
 		return err
 	}
 	return nil
+}
+
+// gatewayBuilder builds the gateway of one configuration: at start and
+// again at every reload, with what lives across reloads (the event bus,
+// tracing, the bearer token, the supervised guard server, the fleet).
+type gatewayBuilder struct {
+	obs    *observability
+	tp     *tracing.Provider
+	log    *slog.Logger
+	errLog *log.Logger
+	token  string
+	sup    *supervisor.Supervisor
+
+	mu    sync.Mutex
+	known map[string]*upstream.Upstream // by name: kinds detected and connections kept across reloads
+}
+
+// build makes the gateway of cfg under pol, and the upstreams' names for
+// the log.
+func (b *gatewayBuilder) build(ctx context.Context, cfg *serveConfig, pol *policy.Policy,
+	inputCheck func(context.Context, *validator.Request) *validator.Verdict) (*gateway.Gateway, []string, error) {
+	keepAlive, err := cfg.keepAlive()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := &gateway.Gateway{KeepAlive: keepAlive, MaxBodyBytes: cfg.MaxBodyBytes, ErrorLog: b.errLog, Events: b.obs.Bus, AllowManagement: cfg.AllowManagement,
+		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
+		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	known := map[string]*upstream.Upstream{}
+	var def *upstream.Upstream
+	var names []string
+	for i, uc := range cfg.Upstreams {
+		if uc.Name == "" {
+			uc.Name = fmt.Sprintf("upstream%d", i+1)
+		}
+		k, err := upstream.ParseKind(uc.Kind)
+		if err != nil {
+			return nil, nil, usagef("upstream %s: %v", uc.Name, err)
+		}
+		base, notes, err := upstream.Normalize(uc.URL)
+		if err != nil {
+			return nil, nil, usagef("upstream %s: %v", uc.Name, err)
+		}
+		for _, n := range notes {
+			b.log.Warn(n)
+		}
+		u, err := upstream.New(uc.Name, base, k)
+		if err != nil {
+			return nil, nil, usageErr(err)
+		}
+		u.Models = uc.Models
+		if old := b.known[uc.Name]; old != nil && old.URL.String() == u.URL.String() {
+			// The same server: keep its connections, and its kind when
+			// the configuration leaves it to detection.
+			u.Client = old.Client
+			if k == upstream.KindUnknown {
+				u.Kind = old.Kind
+			}
+		} else {
+			traceUpstream(b.tp, u)
+		}
+		if u.Kind == upstream.KindUnknown {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			u.Kind, err = upstream.Detect(dctx, u)
+			cancel()
+			if err != nil {
+				u.Kind = upstream.KindUnknown
+				b.log.Warn(fmt.Sprintf("upstream %s (%s) is not answering; starting anyway, its kind will be detected when it answers", u.Name, base), "error", err.Error())
+			}
+		}
+		if uc.Name == cfg.Default || def == nil && len(uc.Models) == 0 {
+			def = u
+		}
+		known[uc.Name] = u
+		g.Upstreams = append(g.Upstreams, u)
+		names = append(names, fmt.Sprintf("%s %s (%s)", u.Name, u.URL, u.Kind))
+	}
+	b.known = known
+	if def != nil {
+		ups := g.Upstreams
+		g.Route = func(model string) (*upstream.Upstream, error) {
+			for _, u := range ups {
+				if len(u.Models) > 0 && u.Serves(model) {
+					return u, nil
+				}
+			}
+			return def, nil
+		}
+	}
+	if b.sup != nil {
+		g.Policy = g.Policy.With(guardCheck(guardExtra(b.sup, cfg.GuardServer, b.log)))
+	}
+	if cfg.Fleet.NATS != "" && cfg.Fleet.GuardWorkers != "" {
+		g.Policy = g.Policy.With(guardCheck(workerExtra(b.sup, cfg.GuardServer, cfg.Fleet, b.log)))
+	}
+	return g, names, nil
 }
 
 // servePolicy loads --policy, else the config's policy (a file path or an

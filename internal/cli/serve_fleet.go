@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/aegis-sentinel/aegis/internal/fleet"
-	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/guardnats"
 	"github.com/aegis-sentinel/aegis/internal/store"
@@ -62,9 +61,9 @@ func (f fleetConfig) merge(flags fleetConfig) fleetConfig {
 // may name nats. Its metrics carry a gateway label then, and also when it
 // shares a PostgreSQL incident log. With guard_workers,
 // every request also gets a guard_llm check sent to those workers, with
-// the local guard server (sup, may be nil) as the fallback while NATS is
+// the local guard server as the fallback while NATS is
 // unreachable. It returns the function that leaves.
-func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *gateway.Gateway, sup *supervisor.Supervisor, log *slog.Logger) (func(), error) {
+func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, log *slog.Logger) (func(), error) {
 	fc := cfg.Fleet
 	guardnats.Register(log)                                    // guard_llm checks in the policy may name nats
 	if fc.NATS != "" || store.IsPostgres(cfg.Incidents.Path) { // one of several gateways
@@ -97,9 +96,7 @@ func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, g *ga
 			Total   fleet.Totals   `json:"total"`
 		}{ms, fleet.Sum(ms)}
 	}
-	if fc.GuardWorkers != "" {
-		g.Policy = g.Policy.With(guardCheck(workerExtra(sup, cfg.GuardServer, fc, log)))
-	}
+	// The workers' guard check enters every gateway built (gatewayBuilder).
 	log.Info("joined the fleet", "nats", fc.NATS, "gateway", name, "events", pub.Subject())
 	return func() { cancel(); <-done }, nil
 }

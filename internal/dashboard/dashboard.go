@@ -72,6 +72,11 @@ type Dashboard struct {
 	// lists this one's unless asked for ?gateway=* (every gateway's) or
 	// another name.
 	Gateway string
+	// Config, when set, returns the state of the configuration (files,
+	// when it loaded, reloads and the last refused one) for GET
+	// /ui/api/config and the page's configuration line; nil answers
+	// {"enabled": false} there.
+	Config func() any
 
 	incidents Incidents
 	sub       *events.Subscription
@@ -143,6 +148,7 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 	d.mux.HandleFunc("GET /ui/events", d.serveEvents)
 	d.mux.HandleFunc("GET /ui/api/incidents", d.serveIncidents)
 	d.mux.HandleFunc("GET /ui/api/fleet", d.serveFleet)
+	d.mux.HandleFunc("GET /ui/api/config", d.serveConfig)
 	d.mux.Handle("GET /ui/", staticFiles(files))
 	return d
 }
@@ -509,6 +515,14 @@ func (d *Dashboard) serveFleet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, d.Fleet())
+}
+
+func (d *Dashboard) serveConfig(w http.ResponseWriter, r *http.Request) {
+	if d.Config == nil {
+		writeJSON(w, http.StatusOK, map[string]bool{"enabled": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, d.Config())
 }
 
 func (d *Dashboard) serveIncidents(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
 	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/tracing"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -106,8 +107,14 @@ func (x *exchange) bindReleaser() {
 	x.out.bind(x.w, x.route, &x.tpl, x.req.stream, x.g.clock(), x.g.clientWriteTimeout(), x.cancel)
 }
 
-// publish sends e to the event bus (redact.go says what it redacts).
-func (x *exchange) publish(e events.Event) { x.g.publish(e, x.req.logText) }
+// publish sends e to the event bus (redact.go says what it redacts); the
+// request's trace, when it is traced, records the same redacted event.
+func (x *exchange) publish(e events.Event) {
+	e = x.g.publish(e, x.req.logText)
+	if x.r != nil {
+		tracing.Note(x.r.Context(), e)
+	}
+}
 
 // event is an event of kind about this request, its identity filled in.
 func (x *exchange) event(kind events.Kind) events.Event {

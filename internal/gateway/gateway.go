@@ -114,6 +114,11 @@ type Gateway struct {
 	// MaxConcurrentStreams caps the generating requests in flight (503
 	// past it); zero means DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams int
+	// KeepAlive is the silence after which a streamed answer whose text
+	// is held (a guard judging, a JSON answer buffered, a hidden retry)
+	// gets a Server-Sent Events comment line; zero means
+	// DefaultKeepAlive, negative none. Ollama's NDJSON streams get none.
+	KeepAlive time.Duration
 	// MaxResponseBytes caps the output text one response may hold; past
 	// it the response halts with length_exceeded. Zero means
 	// DefaultMaxResponseBytes.

@@ -62,7 +62,7 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		x.reject(http.StatusNotFound, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "not_found"})
 		return
 	}
-	g.Events.Publish(events.Event{Kind: events.RequestStarted, Time: x.start, RequestID: x.id, Route: route.String(), Upstream: up.Name, Model: x.req.model, Stream: x.req.stream})
+	x.publish(events.Event{Kind: events.RequestStarted, Time: x.start, RequestID: x.id, Route: route.String(), Upstream: up.Name, Model: x.req.model, Stream: x.req.stream})
 
 	if g.InputCheck != nil {
 		if v := g.InputCheck(r.Context(), x.req.vreq); v != nil && v.Verdict == validator.Fail && v.Action == validator.ActionBlock {

@@ -32,6 +32,7 @@ type attemptLoop struct {
 	wake   time.Time // when wakeT fires, zero when stopped
 	closed bool      // the upstream ended its answer
 	c      chunk
+	ka     *keepAlive // comments on a held stream (keepalive.go); nil: none
 }
 
 // run waits for the upstream, the timers, the checks and the client until
@@ -46,6 +47,8 @@ func (l *attemptLoop) run(clk clock.Clock) result {
 	}
 	l.wakeT = clk.NewTimer(time.Hour)
 	defer l.wakeT.Stop()
+	l.ka = l.x.startKeepAlive(clk)
+	defer l.ka.stop()
 	// The stall check's time to first token runs from here.
 	l.setWake(l.chk.Tick(l.rd.now()).Wake, true)
 	for {
@@ -75,6 +78,9 @@ func (l *attemptLoop) wait() (pipeline.Step, *result) {
 		l.wake = time.Time{}
 		return l.onTick()
 	case <-l.chk.Notify():
+		return l.onTick()
+	case <-l.ka.C():
+		l.x.keepAliveFired(l.ka, l.rd.now())
 		return l.onTick()
 	case <-l.x.r.Context().Done():
 		return pipeline.Step{}, &result{kind: resCancelled}

@@ -17,11 +17,12 @@ const Redacted = "[redacted]"
 // output span a rule matched, an upstream's error body) is replaced, so
 // no prompt, output or upstream text reaches anything that stores
 // events. The client's own answer keeps the full messages.
-func (g *Gateway) publish(e events.Event, logText bool) {
+func (g *Gateway) publish(e events.Event, logText bool) events.Event {
 	if !logText {
 		redactEvent(&e)
 	}
 	g.Events.Publish(e)
+	return e
 }
 
 // clip returns at most n bytes of b.

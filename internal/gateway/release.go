@@ -47,6 +47,7 @@ type releaser struct {
 
 	wroteHeader bool
 	firstOut    time.Time // the first text the client got
+	lastWrite   time.Time // the last write to the client (keepalive.go)
 	heldMax     int       // the most text held back at once
 
 	pool *scratch // where the reusable buffers came from (recycle)
@@ -293,6 +294,7 @@ func (r *releaser) writeOut() {
 	armed := r.rc.SetWriteDeadline(time.Now().Add(r.writeTimeout)) == nil
 	_, err := r.client.Write(r.out)
 	r.out = r.out[:0]
+	r.lastWrite = r.clock.Now()
 	if err == nil {
 		if err = r.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
 			err = nil

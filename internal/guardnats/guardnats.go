@@ -29,6 +29,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/tracing"
 )
 
 // Subject names.
@@ -159,7 +160,10 @@ func (s *Session) request(ctx context.Context, subject string, data []byte) (*na
 		case <-rctx.Done():
 		}
 	}()
-	msg, err := s.nc.RequestWithContext(rctx, subject, data)
+	out := nats.NewMsg(subject)
+	out.Data = data
+	tracing.Inject(ctx, out.Header) // the worker joins the caller's trace
+	msg, err := s.nc.RequestMsgWithContext(rctx, out)
 	if err != nil && ctx.Err() == nil {
 		select {
 		case <-dropped:

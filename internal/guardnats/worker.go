@@ -11,9 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/tracing"
 )
 
 // Worker serves guard calls for one model from the queue group and from
@@ -110,10 +114,15 @@ func (w *Worker) serve(ctx context.Context, m *nats.Msg) {
 		if req.Timeout > 0 {
 			timeout = min(timeout, req.Timeout)
 		}
-		cctx, cancel := context.WithTimeout(ctx, timeout)
+		// The call joins the trace of the gateway's request when the
+		// message carries one.
+		sctx, span := tracing.WorkerSpan(ctx, m.Header, tracing.KeyRequestID.String(req.RequestID),
+			tracing.KeyAttempt.Int(req.Attempt), attribute.String("aegis.guard.worker", w.ID), attribute.Bool("aegis.guard.prefill", req.Prefill))
+		cctx, cancel := context.WithTimeout(sctx, timeout)
 		start := time.Now()
 		res, err := w.Judge.Judge(cctx, req.Judgement)
 		cancel()
+		endWorkerSpan(span, res, err)
 		w.calls.Add(1)
 		if err != nil {
 			w.errors.Add(1)
@@ -183,4 +192,14 @@ func (w *Worker) device() string {
 		return ""
 	}
 	return w.Device()
+}
+
+func endWorkerSpan(span trace.Span, res *llm.Result, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	} else if res != nil && res.Verdict != nil {
+		span.SetAttributes(tracing.KeyVerdict.String(string(res.Verdict.Verdict)), tracing.KeyReason.String(string(res.Verdict.Reason)))
+	}
+	span.End()
 }

@@ -38,6 +38,10 @@ type Env struct {
 	PGBin          string // directory of the PostgreSQL binaries (initdb, postgres)
 	NATSURL        string // nats-server with JetStream
 	NATSServer     string // path of the nats-server binary
+	// Jaeger, traces kept in memory: its OTLP receivers and query API.
+	JaegerOTLPHTTP string // OTLP over HTTP, such as http://127.0.0.1:PORT
+	JaegerOTLPGRPC string // OTLP over gRPC
+	JaegerQueryURL string // the query API (and UI)
 }
 
 // Load reads the testbed environment. It returns an error naming the file
@@ -89,6 +93,9 @@ func Load() (*Env, error) {
 		PGBin:          get("AEGIS_TESTBED_PG_BIN"),
 		NATSURL:        get("AEGIS_TESTBED_NATS_URL"),
 		NATSServer:     get("AEGIS_TESTBED_NATS_SERVER"),
+		JaegerOTLPHTTP: get("AEGIS_TESTBED_JAEGER_OTLP_HTTP"),
+		JaegerOTLPGRPC: get("AEGIS_TESTBED_JAEGER_OTLP_GRPC"),
+		JaegerQueryURL: get("AEGIS_TESTBED_JAEGER_QUERY_URL"),
 	}
 	if e.LlamaCPUURL == "" && e.LlamaVulkanURL == "" && e.OllamaURL == "" && e.PostgresURL == "" && e.NATSURL == "" {
 		return nil, fmt.Errorf("testbed: no servers found in %s or the environment; run scripts/testbed up", path)
@@ -105,7 +112,7 @@ func Mandatory() bool {
 // Require returns the testbed or ends the test: a failure when integration
 // tests are mandatory, a skip otherwise. Each need names a server that
 // must be present: "llama-cpu", "llama-vulkan", "ollama", "postgres",
-// "nats".
+// "nats", "jaeger".
 func Require(t testing.TB, needs ...string) *Env {
 	t.Helper()
 	if testing.Short() && !Mandatory() {
@@ -126,6 +133,8 @@ func Require(t testing.TB, needs ...string) *Env {
 				have = e.PostgresURL
 			case "nats":
 				have = e.NATSURL
+			case "jaeger":
+				have = e.JaegerQueryURL
 			default:
 				t.Fatalf("testbed.Require: unknown server %q", n)
 			}

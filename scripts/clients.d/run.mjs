@@ -197,3 +197,49 @@ const words = (s) => (s || "").trim().length > 0;
     }
   });
 }
+
+// ---- keep-alive comments ------------------------------------------------------
+// AEGIS_KA_URL is a second gateway that buffers every answer whole and
+// sends an SSE comment line after each millisecond of silence: the SSE
+// clients must read the same text as a raw parse that skips the comments,
+// and Ollama's NDJSON must carry none.
+const ka = process.env.AEGIS_KA_URL;
+if (ka) {
+  const body = { model: chatModel, messages: [{ role: "user", content: PASS }], max_tokens: 60, temperature: 0 };
+  const raw = async () => {
+    const r = await fetch(ka + "/v1/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, stream: true }) });
+    const lines = (await r.text()).split("\n");
+    let text = "";
+    for (const l of lines) {
+      if (!l.startsWith("data: ") || l === "data: [DONE]") continue;
+      text += JSON.parse(l.slice(6)).choices?.[0]?.delta?.content || "";
+    }
+    return { comments: lines.filter((l) => l.startsWith(":")).length, text };
+  };
+  const want = await raw();
+  const sent = want.comments > 0 ? true : "no comment line in the held stream: the check proves nothing";
+  await check("openai", "keep-alive comments", async () => {
+    if (sent !== true) return sent;
+    const c = new OpenAI({ baseURL: ka + "/v1", apiKey: "unused" });
+    let text = "";
+    for await (const ch of await c.chat.completions.create({ ...body, stream: true })) text += ch.choices[0]?.delta?.content || "";
+    return text === want.text && words(text) ? true : `read ${JSON.stringify(text)}, raw ${JSON.stringify(want.text)} (${want.comments} comments)`;
+  });
+  await check("ai", "keep-alive comments", async () => {
+    if (sent !== true) return sent;
+    const p = createOpenAICompatible({ name: "aegis", baseURL: ka + "/v1" });
+    const r = streamText({ model: p(chatModel), messages: body.messages, maxOutputTokens: 60, temperature: 0, onError: () => {} });
+    let text = "";
+    for await (const t of r.textStream) text += t;
+    return text === want.text && words(text) ? true : `read ${JSON.stringify(text)}, raw ${JSON.stringify(want.text)}`;
+  });
+  await check("ollama-js", "keep-alive comments", async () => {
+    const r = await fetch(ka + "/api/chat", { method: "POST", body: JSON.stringify({ model: ollamaModel, messages: body.messages, options: { num_predict: 24, temperature: 0 } }) });
+    const t = await r.text();
+    if (t.split("\n").some((l) => l.startsWith(":"))) return "a comment line in NDJSON";
+    const o = new Ollama({ host: ka });
+    let text = "";
+    for await (const ch of await o.chat({ model: ollamaModel, messages: body.messages, options: { num_predict: 24, temperature: 0 }, stream: true })) text += ch.message.content;
+    return words(text) ? true : "empty stream";
+  });
+}

@@ -371,3 +371,27 @@ function renderMCP() {
     return tr;
   }));
 }
+
+// ---- configuration (reloads) ------------------------------------------------
+
+async function loadConfig() {
+  try {
+    const r = await fetch("api/config");
+    if (!r.ok) return true;
+    const c = await r.json();
+    if (c.enabled === false) return false;
+    $("config-state").textContent = "policy " + c.policy + " · loaded " + new Date(c.loaded_at).toLocaleTimeString() +
+      " · " + c.reloads + " reload" + (c.reloads === 1 ? "" : "s") + ", " + c.failures + " refused";
+    const e = $("config-error");
+    e.hidden = !c.last_error;
+    e.textContent = c.last_error ? "refused at " + new Date(c.failed_at).toLocaleTimeString() + ": " + c.last_error : "";
+    $("config").hidden = false;
+  } catch (_) { /* retried */ }
+  return true;
+}
+
+async function pollConfig() {
+  if (await loadConfig()) setTimeout(pollConfig, 5000);
+}
+
+pollConfig();

@@ -422,11 +422,26 @@ func (g *Guard) call(ctx context.Context, c *call, text string) (*Result, error)
 	j := Judgement{Protocol: g.proto.String(), Task: g.task.String(), Context: g.context,
 		User: s.User, Text: text, Risk: s.Risk, Policies: s.Policies, Loose: s.Loose, Prefill: c.prefill,
 		RequestID: g.requestID, Attempt: g.attempt}
-	if cl, ok := g.judge.(*Client); ok {
-		return cl.judge(ctx, j) // with a prefill's timings, for the schedule
+	judge := func(ctx context.Context) (*Result, error) {
+		if cl, ok := g.judge.(*Client); ok {
+			return cl.judge(ctx, j) // with a prefill's timings, for the schedule
+		}
+		return g.judge.Judge(ctx, j)
 	}
-	return g.judge.Judge(ctx, j)
+	if Trace == nil {
+		return judge(ctx)
+	}
+	ctx, end := Trace(ctx, j, g.cfg)
+	res, err := judge(ctx)
+	end(res, err)
+	return res, err
 }
+
+// Trace, when set, starts the span of one guard call (j, made as c
+// configures) and returns the context to make it in and the function
+// that ends the span with the call's result. Nil, the default, is
+// tracing off.
+var Trace func(ctx context.Context, j Judgement, c Config) (context.Context, func(*Result, error))
 
 // subject is what a native-protocol call judges: the response so far,
 // as the answer to the last user message.

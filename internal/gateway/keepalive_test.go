@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bufio"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// lines posts body to url and sends each line of the answer on the
+// returned channel, which closes at the end of the answer.
+func lines(t *testing.T, url, body string) <-chan string {
+	t.Helper()
+	out := make(chan string, 256)
+	go func() {
+		defer close(out)
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() != "" {
+				out <- sc.Text()
+			}
+		}
+	}()
+	return out
+}
+
+// nextTimer is the earliest armed timer of the fake clock after now.
+func nextTimer(gd *guarded) time.Time {
+	var next time.Time
+	for _, at := range gd.clk.Timers() {
+		if at.After(gd.clk.Now()) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
+// TestKeepAliveWhileGuardJudges: a guard that takes 40 s over a held
+// stream; the client gets a comment line after each 15 s of silence (at
+// 15 s and 30 s), then the text and the end, which its SSE parser reads
+// as if no comment had come.
+func TestKeepAliveWhileGuardJudges(t *testing.T) {
+	up := &pacedUpstream{chunks: storyChunks(3), cancelled: make(chan bool, 1)}
+	gd := newGuarded(t, up, "release: watermark\n", time.Minute, false, 0)
+	got := lines(t, gd.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"tell"}],"stream":true}`)
+	g := receive(t, gd.guards, "guard")
+	receive(t, up.cancelled, "upstream end")
+	call := receive(t, g.Calls, "the guard's call on the whole text") // held: the guard judges
+	start := gd.clk.Now()
+	var comments []time.Duration
+	var before []string
+	for len(comments) < 2 {
+		armed := gd.clk.Armed()
+		at := nextTimer(gd)
+		if at.IsZero() || at.Sub(start) > 40*time.Second {
+			// The gateway arms the next keep-alive just after writing a
+			// comment: wait for it (a hang, caught by receive, is a
+			// missing comment).
+			receive(t, armed, "a timer armed for the next comment by 40 s")
+			continue
+		}
+		gd.clk.Set(at)
+		if at.Sub(start) < 15*time.Second {
+			continue // the checks' own wake-ups
+		}
+		for line := receive(t, got, "a comment"); ; line = receive(t, got, "a comment") {
+			if strings.HasPrefix(line, ":") {
+				comments = append(comments, at.Sub(start))
+				break
+			}
+			before = append(before, line)
+		}
+	}
+	if comments[0] != 15*time.Second || comments[1] != 30*time.Second {
+		t.Errorf("comments at %v, want after 15 s and 30 s of silence", comments)
+	}
+	for _, l := range before {
+		if strings.Contains(l, `"content":"aaaaaaa`) {
+			t.Fatalf("text released before the verdict: %q", l)
+		}
+	}
+	gd.clk.Set(start.Add(40 * time.Second))
+	call.Pass()
+	var rest []string
+	for l := range got {
+		rest = append(rest, l)
+	}
+	all := strings.Join(append(before, rest...), "\n")
+	if !strings.Contains(all, "aaaaaaa") || !strings.Contains(all, "ccccccc") || rest[len(rest)-1] != "data: [DONE]" {
+		t.Fatalf("after the verdict the stream did not carry the text and end:\n%s", all)
+	}
+	for _, l := range rest {
+		if strings.HasPrefix(l, ":") {
+			t.Errorf("a comment after the verdict at 40 s (next was due at 45 s): %q", l)
+		}
+	}
+}
+
+// TestKeepAliveNotOnBody: an answer that is not streamed (one JSON body)
+// never gets a comment, however long the guard takes.
+func TestKeepAliveNotOnBody(t *testing.T) {
+	up := &pacedUpstream{chunks: storyChunks(3), cancelled: make(chan bool, 1)}
+	gd := newGuarded(t, up, "release: watermark\n", time.Minute, false, 0)
+	got := lines(t, gd.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"tell"}],"stream":false}`)
+	g := receive(t, gd.guards, "guard")
+	receive(t, up.cancelled, "upstream end")
+	call := receive(t, g.Calls, "the guard's call")
+	gd.clk.Advance(50 * time.Second)
+	call.Pass()
+	var body []string
+	for l := range got {
+		body = append(body, l)
+	}
+	if len(body) == 0 || !strings.HasPrefix(body[0], "{") {
+		t.Fatalf("the JSON body does not start the answer: %q", body)
+	}
+}
+
+// TestKeepAliveDialects: the Server-Sent Events dialects carry comments;
+// Ollama's NDJSON, whose every line its clients parse as JSON, does not.
+func TestKeepAliveDialects(t *testing.T) {
+	for _, d := range dialects {
+		_, sse := d.(commenter)
+		if want := d == dialectChat || d == dialectCompletions; sse != want {
+			t.Errorf("%s: comments %v, want %v", d, sse, want)
+		}
+	}
+}
