@@ -244,8 +244,15 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 		t.Fatalf("no result for %s", dev.Label())
 		return nil, DeviceResult{}, nil
 	}
+	var cur DeviceResult // the device result positive judges
 	positive := func(what string, st Stat) {
 		t.Helper()
+		if st.N == 0 && len(cur.Implausible) > 0 && strings.Contains(what, "device speed") {
+			// The bench left the figure out and said why (a busy machine
+			// can make llama-bench's run slower than the server's).
+			t.Logf("%s left out: %s", what, strings.Join(cur.Implausible, "; "))
+			return
+		}
 		if st.N == 0 || !(st.Median > 0) || !(st.Max > 0) || math.IsInf(st.Max, 0) {
 			t.Errorf("%s: %d samples, median %v, fastest %v: want a positive measurement", what, st.N, st.Median, st.Max)
 		}
@@ -262,6 +269,7 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 	}
 
 	_, d, ref := measure(cpu, Options{Devices: []devices.Device{cpu}, PP: []int{512}, TG: []int{16, 64}, Reps: 5})
+	cur = d
 	for _, k := range []string{"pp512", "tg16", "tg64"} {
 		positive("CPU "+k+" device speed", d.DeviceSpeed[k])
 		positive("CPU "+k+" served", d.Served[k])
@@ -275,6 +283,7 @@ func TestSpeedsMatchLlamaBench(t *testing.T) {
 	}
 
 	rep, d, ref := measure(vk, Options{Devices: devs, PP: []int{0}, TG: []int{16}, Reps: 5})
+	cur = d
 	positive("Vulkan0 tg16 device speed", d.DeviceSpeed["tg16"])
 	positive("Vulkan0 tg16 served", d.Served["tg16"])
 	ratio("Vulkan0 tg16 device speed", d.DeviceSpeed["tg16"], ref["tg16"])
