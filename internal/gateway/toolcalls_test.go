@@ -252,7 +252,7 @@ func TestToolCallRepaired(t *testing.T) {
 	})
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
 	raw := readAllBody(t, post(t, srv.URL+"/v1/chat/completions", toolRequest(true, "Email bob@corp.example that I will see him at ten.")))
-	if bytes.Contains(raw, []byte("elsewhere")) || !bytes.Contains(raw, []byte(`"repaired":true`)) || !bytes.Contains(raw, []byte(`"verdict":"pass"`)) {
+	if bytes.Contains(raw, []byte("elsewhere")) || !bytes.Contains(raw, []byte(`"repaired":["malformed_tool_call"]`)) || !bytes.Contains(raw, []byte(`"verdict":"pass"`)) {
 		t.Fatalf("client got:\n%s", raw)
 	}
 	b, _ := second.Load().(string)
