@@ -75,10 +75,17 @@ func TestScriptsTestSaysWhenGoTestFails(t *testing.T) {
 	if err != nil {
 		t.Skip("go is not on PATH")
 	}
-	// A testbed that looks up (its pid file names this process), and a go
-	// whose test run fails in one package.
+	// A testbed that looks up (its pid file names a sleeping child, and
+	// its env file is there, so up finds it running and starts nothing),
+	// and a go whose test run fails in one package.
 	state := t.TempDir()
-	os.WriteFile(filepath.Join(state, "fake.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	os.WriteFile(filepath.Join(state, "fake.pid"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0o644)
+	os.WriteFile(filepath.Join(state, "env"), []byte("AEGIS_TESTBED_JAEGER_QUERY_URL=http://127.0.0.1:1\n"), 0o644)
 	fakeGo := filepath.Join(t.TempDir(), "go")
 	os.WriteFile(fakeGo, []byte(`#!/usr/bin/env bash
 case "$1" in
@@ -95,7 +102,8 @@ esac
 `), 0o755)
 	cmd := exec.Command(filepath.Join(root, "scripts/test"))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GO="+fakeGo, "AEGIS_TESTBED_STATE="+state)
+	cmd.Env = append(os.Environ(), "GO="+fakeGo, "AEGIS_TESTBED_STATE="+state,
+		"AEGIS_TESTBED_SKIP=llama-cpu,llama-vulkan,ollama,postgres,nats,jaeger")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("scripts/test succeeded: %s", out)
