@@ -108,7 +108,7 @@ func TestServeCheck(t *testing.T) {
 		{"config and policy", []string{"--config", cfg}, 0, "configuration OK: 1 upstream(s), policy " + good},
 		{"policy flag", []string{"--upstream", "http://127.0.0.1:1", "--policy", good}, 0, "configuration OK"},
 		{"broken policy", []string{"--upstream", "http://127.0.0.1:1", "--policy", bad}, 2, bad + ": yaml: line 5"},
-		{"unknown config key", []string{"--config", badCfg}, 2, "line 4: field polcy not found"},
+		{"unknown config key", []string{"--config", badCfg}, 2, `line 4: unknown field "polcy"`},
 		{"bad upstream kind", []string{"--upstream", "http://127.0.0.1:1", "--kind", "vllm"}, 2, "vllm"},
 	}
 	for _, c := range cases {
