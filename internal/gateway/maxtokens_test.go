@@ -3,13 +3,11 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
@@ -59,21 +57,11 @@ func TestJSONCutByMaxTokensHaltsOnce(t *testing.T) {
 // halts naming max_tokens.
 func TestTestbedJSONCutByMaxTokens(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
-	var calls atomic.Int32
-	target, err := url.Parse(env.LlamaCPUURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	cs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/chat/completions" {
-			calls.Add(1)
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(cs.Close)
-	up := mustUpstream(t, "llama", cs.URL, upstream.KindLlamaServer)
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	up := mustUpstream(t, "llama", env.LlamaCPUURL, upstream.KindLlamaServer)
+	bus := &events.Bus{}
+	sub := bus.Subscribe(256)
+	defer sub.Close()
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Events: bus})
 	body := `{"messages":[{"role":"user","content":"The girl's name as JSON."}],"response_format":{"type":"json_object"},"temperature":0,"max_tokens":40}`
 	d := direct(t, env.LlamaCPUURL+"/v1/chat/completions", strings.Replace(body, `"max_tokens":40`, `"max_tokens":40,"stream":true`, 1), false)
 	if json.Valid([]byte(d.content)) || !strings.Contains(d.content, "{") {
@@ -83,8 +71,14 @@ func TestTestbedJSONCutByMaxTokens(t *testing.T) {
 	b := readAllBody(t, resp)
 	var e errorBody
 	json.Unmarshal(b, &e)
-	if resp.StatusCode == http.StatusOK || !strings.Contains(e.Error.Message, "max_tokens") || calls.Load() != 1 {
-		t.Fatalf("status %d, %d upstream attempts, body %s; want one attempt and a halt naming max_tokens", resp.StatusCode, calls.Load(), b)
+	attempts := 0
+	for len(sub.C) > 0 {
+		if ev := <-sub.C; ev.Kind == events.AttemptStarted {
+			attempts++
+		}
+	}
+	if resp.StatusCode == http.StatusOK || !strings.Contains(e.Error.Message, "max_tokens") || attempts != 1 {
+		t.Fatalf("status %d, %d upstream attempts, body %s; want one attempt and a halt naming max_tokens", resp.StatusCode, attempts, b)
 	}
 	t.Logf("direct (cut): %q; aegis: %d %s", d.content, resp.StatusCode, e.Error.Message)
 }
