@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"sort"
+
+	"github.com/aegis-sentinel/aegis/internal/devices"
 )
 
 // Figures a run can produce that cannot be true. They come from a tool
@@ -56,6 +58,12 @@ func (rep *Report) flagImpossible() {
 				delete(d.ServerOverheadUS, k)
 				delete(d.ServerOverheadNoiseUS, k)
 			}
+		}
+		if d.Power.Source == powerNvidiaSMI && devices.Backend(d.Backend) != devices.BackendCUDA {
+			d.note("power: %.0f W came from nvidia-smi, a GPU's board power, not this %s guard's; power and tok/J "+
+				"are left out", d.Power.Watts, d.Device)
+			d.Power = Power{Source: powerNone}
+			d.TokPerJoule, d.WhPer1kTok = 0, 0
 		}
 		if d.MainShare > maxMainShare {
 			d.note("main share: the main model measured faster with the guard busy (%.0f t/s) than alone (%.0f t/s), "+

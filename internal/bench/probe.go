@@ -124,9 +124,16 @@ func (s *loadSampler) stop() Load {
 	return l
 }
 
+// Sources of Power.Source.
+const (
+	powerRAPL      = "rapl"       // the CPU packages' energy counters
+	powerNvidiaSMI = "nvidia-smi" // one NVIDIA GPU's board power
+	powerNone      = "n/a"
+)
+
 // Power is energy use during an interval, where the machine exposes it.
 type Power struct {
-	Source string  `json:"source"` // "rapl", "nvidia-smi" or "n/a"
+	Source string  `json:"source"` // powerRAPL, powerNvidiaSMI or powerNone
 	Watts  float64 `json:"watts,omitempty"`
 	Joules float64 `json:"joules,omitempty"` // packages (RAPL) or board (nvidia-smi)
 	// Domains holds RAPL joules per domain name: package-0, core,
@@ -221,7 +228,7 @@ func (p *powerMeter) stop(ctx context.Context) Power {
 		for i, d := range p.domains {
 			e1, ok := readUint(filepath.Join(d, "energy_uj"))
 			if !ok {
-				return Power{Source: "n/a"}
+				return Power{Source: powerNone}
 			}
 			delta := e1 - p.e0[i]
 			if e1 < p.e0[i] { // the counter wrapped
@@ -239,14 +246,14 @@ func (p *powerMeter) stop(ctx context.Context) Power {
 				j += float64(delta) / 1e6
 			}
 		}
-		return Power{Source: "rapl", Joules: j, Watts: j / wall, Domains: doms}
+		return Power{Source: powerRAPL, Joules: j, Watts: j / wall, Domains: doms}
 	}
 	if p.nvidia != "" {
 		w1 := nvidiaWatts(ctx, p.nvidia, p.gpu)
 		if p.w0 >= 0 && w1 >= 0 {
 			w := (p.w0 + w1) / 2
-			return Power{Source: "nvidia-smi", Watts: w, Joules: w * wall}
+			return Power{Source: powerNvidiaSMI, Watts: w, Joules: w * wall}
 		}
 	}
-	return Power{Source: "n/a"}
+	return Power{Source: powerNone}
 }

@@ -627,7 +627,7 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 			}
 		}
 	}
-	if power.Source == "rapl" || power.Source == "nvidia-smi" {
+	if power.Source == powerRAPL || power.Source == powerNvidiaSMI {
 		var tgSeconds float64
 		for _, n := range r.o.TG {
 			if st := res.Served[fmt.Sprintf("tg%d", n)]; st.Mean > 0 {
