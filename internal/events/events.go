@@ -212,4 +212,5 @@ const (
 	OutcomeBlocked   = "blocked"   // the input was refused before generation
 	OutcomeCancelled = "cancelled" // the client went away
 	OutcomeRejected  = "rejected"  // a request error: bad JSON, unknown model, the upstream's 4xx
+	OutcomeRedacted  = "redacted"  // an MCP tool result forwarded with its secrets replaced
 )

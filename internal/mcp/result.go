@@ -94,32 +94,51 @@ func structuredRefs(v any, path string, set func(any)) []textRef {
 	return nil
 }
 
+// Judged is what JudgeResult decided about a tool result.
+type Judged struct {
+	// Result is what to send the client: the server's bytes when nothing
+	// changed.
+	Result json.RawMessage
+	// Verdict is the failing verdict; nil when the result passed untouched.
+	// Its findings' offsets point into Text.
+	Verdict *validator.Verdict
+	Outcome ResultOutcome
+	// Text is what the checks read: the result's strings (see
+	// collectTexts) as the server sent them, one after another, each
+	// ended by a newline.
+	Text string
+}
+
 // JudgeResult judges a tool result before the client sees it: its size,
 // secrets in its text (redacted or withheld, by policy) and injected
-// instructions (the guard at the tool-result threshold). It returns the
-// result to send (raw when nothing changed), the failing verdict (nil when
-// it passed untouched) and the outcome.
-func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMessage) (json.RawMessage, *validator.Verdict, ResultOutcome) {
+// instructions (the guard at the tool-result threshold).
+func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMessage) Judged {
 	if len(raw) > j.Config.MaxResultBytes {
 		v := failVerdict(validator.ReasonLengthExceeded, validator.RiskMedium, validator.Finding{Check: "mcp_result_size",
 			Reason: validator.ReasonLengthExceeded, Path: "result",
 			Message: fmt.Sprintf("result of %d bytes is over the limit of %d (max_result_bytes)", len(raw), j.Config.MaxResultBytes)})
-		return withheld(tool, v), v, ResultWithheld
+		return Judged{Result: withheld(tool, v), Verdict: v, Outcome: ResultWithheld}
 	}
 	var res map[string]any
 	if err := json.Unmarshal(raw, &res); err != nil {
-		return raw, nil, ResultPassed // not an object: the client will say what is wrong with it
+		return Judged{Result: raw, Outcome: ResultPassed} // not an object: the client will say what is wrong with it
 	}
 	refs := collectTexts(res)
 	var secrets, other []validator.Finding
 	redacted := false
+	var text strings.Builder
 	for _, r := range refs {
+		base := text.Len() // findings are moved from r.text's offsets to text's
+		text.WriteString(r.text)
+		text.WriteByte('\n')
 		v, err := j.checkLeak(id, r.text)
 		if err != nil {
-			f := validator.Finding{Check: "leak", Reason: validator.ReasonGuardUnavailable, Message: err.Error(), Path: r.path}
+			f := validator.Finding{Check: "leak", Reason: validator.ReasonGuardUnavailable, Message: err.Error(), Path: r.path,
+				Start: base, End: base + len(r.text)}
 			other = append(other, f)
 			continue
 		}
+		nOther, nSecrets := len(other), len(secrets)
 		var spans []validator.Finding
 		for _, f := range v.Findings {
 			if f.Reason == validator.ReasonNone {
@@ -133,38 +152,47 @@ func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMe
 			other = append(other, f)
 		}
 		if len(spans) > 0 {
-			secrets = append(secrets, spans...)
 			r.set(redact(r.text, spans))
 			redacted = true
+			secrets = append(secrets, spans...)
 		}
 		for _, pf := range screenText(r.path, r.text) {
 			if pf.Rule == "invisible" {
 				continue // zero-width characters are common in fetched web text
 			}
 			other = append(other, validator.Finding{Check: "mcp_result_rules", Reason: validator.ReasonPromptInjection,
-				Message: "tool result: " + pf.String(), Path: r.path})
+				Message: "tool result: " + pf.String(), Path: r.path, End: len(r.text)})
 		}
 		if f := j.guardScore(r.text, r.path, j.resultGuard); f != nil {
 			f.Message = "tool result: " + f.Message
 			other = append(other, *f)
 		}
+		shift(other[nOther:], base)
+		shift(secrets[nSecrets:], base)
 	}
 	switch {
 	case len(other) > 0 || (len(secrets) > 0 && j.Config.Secrets == SecretRefuse):
 		all := append(append([]validator.Finding{}, other...), secrets...)
 		v := worst(all)
-		return withheld(tool, v), v, ResultWithheld
+		return Judged{Result: withheld(tool, v), Verdict: v, Outcome: ResultWithheld, Text: text.String()}
 	case redacted:
+		v := failVerdict(validator.ReasonSecretLeak, validator.RiskHigh, secrets...)
 		b, err := json.Marshal(res)
 		if err != nil {
-			v := failVerdict(validator.ReasonSecretLeak, validator.RiskHigh, secrets...)
-			return withheld(tool, v), v, ResultWithheld
+			return Judged{Result: withheld(tool, v), Verdict: v, Outcome: ResultWithheld, Text: text.String()}
 		}
-		v := failVerdict(validator.ReasonSecretLeak, validator.RiskHigh, secrets...)
-		v.Action = validator.ActionRelease
-		return b, v, ResultRedacted
+		v.Action = validator.ActionRedact
+		return Judged{Result: b, Verdict: v, Outcome: ResultRedacted, Text: text.String()}
 	}
-	return raw, nil, ResultPassed
+	return Judged{Result: raw, Outcome: ResultPassed, Text: text.String()}
+}
+
+// shift moves the findings' offsets by base.
+func shift(fs []validator.Finding, base int) {
+	for i := range fs {
+		fs[i].Start += base
+		fs[i].End += base
+	}
 }
 
 // checkLeak runs the policy's leak check alone over text.

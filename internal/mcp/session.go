@@ -272,7 +272,12 @@ func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
 	if id == "" {
 		id = newRequestID()
 	}
-	out, v, outcome := s.p.Judge.JudgeResult(ctx, id, c.tool, m.Result)
+	jr := s.p.Judge.JudgeResult(ctx, id, c.tool, m.Result)
+	out, v, outcome := jr.Result, jr.Verdict, jr.Outcome
+	text := ""
+	if s.p.Judge.LogText() { // the text the findings' offsets point into
+		text = jr.Text
+	}
 	if c.reqID == "" && outcome != ResultPassed { // tasks/result or an answer by shape: a request of its own in the log
 		c.reqID = id
 		s.p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: routePrefix + c.method, Upstream: s.p.Server, Model: c.tool})
@@ -282,9 +287,9 @@ func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
 		case ResultPassed:
 			s.p.finish(c, nil, events.OutcomeReleased, OutcomeAllowed, s.p.now())
 		case ResultRedacted:
-			s.p.finish(c, v, events.OutcomeRepaired, OutcomeRedacted, s.p.now())
+			s.p.finishText(c, v, events.OutcomeRedacted, OutcomeRedacted, s.p.now(), text)
 		case ResultWithheld:
-			s.p.finish(c, v, events.OutcomeHalted, OutcomeWithheld, s.p.now())
+			s.p.finishText(c, v, events.OutcomeHalted, OutcomeWithheld, s.p.now(), text)
 		}
 	}
 	if outcome == ResultPassed {

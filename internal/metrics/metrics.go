@@ -113,7 +113,7 @@ func New(bus *events.Bus) *Collector {
 		states:  map[[2]string]map[string]struct{}{},
 	}
 	f := factory{c.reg}
-	c.requests = f.counter("aegis_requests_total", "Requests answered, by route, upstream and outcome (released, repaired, halted, blocked, cancelled, rejected).", "route", "upstream", "outcome")
+	c.requests = f.counter("aegis_requests_total", "Requests answered, by route, upstream and outcome (released, repaired, halted, blocked, cancelled, rejected; redacted for MCP tool results).", "route", "upstream", "outcome")
 	c.inFlight = f.gauge("aegis_requests_in_flight", "Requests started and not yet finished.")
 	c.attempts = f.counter("aegis_attempts_total", "Upstream attempts started (a hidden retry is a second attempt).", "upstream")
 	c.verdicts = f.counter("aegis_verdicts_total", "Attempt verdicts, by verdict (pass, fail), reason (none on pass) and action.", "verdict", "reason", "action")

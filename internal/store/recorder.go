@@ -218,8 +218,11 @@ func IncidentFromEvent(e events.Event) Incident {
 	}
 	if e.Kind == events.Halt {
 		inc.Kind = KindHalt
-		if e.Verdict != nil && e.Verdict.Action == validator.ActionBlock {
+		switch {
+		case e.Verdict != nil && e.Verdict.Action == validator.ActionBlock:
 			inc.Kind = KindBlock // the same word as the request's outcome
+		case e.Verdict != nil && e.Verdict.Action == validator.ActionRedact:
+			inc.Kind = KindRedact
 		}
 	}
 	if v := e.Verdict; v != nil {

@@ -35,15 +35,17 @@ import (
 // ErrNotFound is returned by Get for an id that is not in the log.
 var ErrNotFound = errors.New("incident not found")
 
-// Kind says whether an incident was a hidden retry, a halt, or a block
-// (the input refused before generation).
+// Kind says whether an incident was a hidden retry, a halt, a block (the
+// input refused before generation), or a redaction (an MCP tool result
+// forwarded with its secrets replaced).
 type Kind string
 
 // The incident kinds.
 const (
-	KindRetry Kind = "retry"
-	KindHalt  Kind = "halt"
-	KindBlock Kind = "block"
+	KindRetry  Kind = "retry"
+	KindHalt   Kind = "halt"
+	KindBlock  Kind = "block"
+	KindRedact Kind = "redact"
 )
 
 func (k Kind) String() string { return string(k) }

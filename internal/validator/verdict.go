@@ -100,7 +100,12 @@ const (
 	ActionBlock               Action = "block"
 )
 
-// Actions lists every action.
+// ActionRedact is recorded, never chosen by a policy: the MCP proxy
+// forwarded a tool result with its secrets replaced. It is not in Actions
+// (the actions a policy's rules may name).
+const ActionRedact Action = "redact"
+
+// Actions lists every action a policy's rules may name.
 var Actions = []Action{
 	ActionRelease, ActionRetryStricterFormat, ActionFixSyntax,
 	ActionRetryWithCorrection, ActionHalt, ActionBlock,

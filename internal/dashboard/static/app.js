@@ -85,7 +85,7 @@ function apply(e) {
     case "attempt_started": d.attempts = Math.max(d.attempts, e.attempt || 1); break;
     case "verdict": if (v && v.verdict === "fail") d.reason = v.reason || ""; break;
     case "retry": d.state = "retrying"; if (v) d.reason = v.reason || ""; break;
-    case "halt": d.state = v && v.action === "block" ? "blocked" : "halted"; if (v) d.reason = v.reason || ""; break;
+    case "halt": d.state = v && v.action === "block" ? "blocked" : v && v.action === "redact" ? "redacted" : "halted"; if (v) d.reason = v.reason || ""; break;
     case "request_finished":
       d.state = e.outcome || "released";
       d.ttft = ms(e.ttft_ns); d.dur = ms(e.duration_ns);
@@ -198,7 +198,7 @@ function drawChart() {
 
 // incidentWord names an incident's kind with the request outcomes' words.
 function incidentWord(kind) {
-  return { halt: "halted", block: "blocked", retry: "retried" }[kind] || kind;
+  return { halt: "halted", block: "blocked", retry: "retried", redact: "redacted" }[kind] || kind;
 }
 
 function incidentNode(inc) {
