@@ -1,10 +1,12 @@
 package aegis
 
 import (
+	"io"
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/cli"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -52,5 +54,19 @@ func TestReadmeErrorTables(t *testing.T) {
 			t.Errorf("two rows for %s:\n%s\n%s", key, prev, l)
 		}
 		seen[key] = l
+	}
+}
+
+// TestReadmeCommands: the Commands table names every command aegis has.
+func TestReadmeCommands(t *testing.T) {
+	sec := readmeSection(t, "## Commands")
+	root := cli.NewRoot(&cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: io.Discard})
+	for _, c := range root.Commands() {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if !strings.Contains(sec, "`aegis "+c.Name()) {
+			t.Errorf("the Commands table does not name aegis %s", c.Name())
+		}
 	}
 }
