@@ -46,6 +46,11 @@ func (r *realTimer) Stop() bool          { return r.t.Stop() }
 // value, so no drain is needed.
 func (r *realTimer) Reset(d time.Duration) { r.t.Reset(d) }
 
+// After returns a channel that receives the time once d has passed on c,
+// as time.After does on the wall clock. The timer cannot be stopped; use
+// NewTimer where an early exit should release it.
+func After(c Clock, d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
+
 // Or returns c, or Real when c is nil.
 func Or(c Clock) Clock {
 	if c == nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
@@ -219,7 +220,7 @@ func (c *child) run() {
 		case <-c.stop:
 			c.report(ChildStopped, "", 0, nil)
 			return
-		case <-cfg.Clock.After(cfg.backoff(failures)):
+		case <-clock.After(cfg.Clock, cfg.backoff(failures)):
 		}
 	}
 }
@@ -255,7 +256,7 @@ func (c *child) waitReady(p llamaserver.Process, url string) error {
 			return errStopping
 		case <-p.Done():
 			return fmt.Errorf("%w during start: %v", ErrExited, p.Err())
-		case <-cfg.Clock.After(cfg.StartPoll):
+		case <-clock.After(cfg.Clock, cfg.StartPoll):
 		}
 	}
 }
@@ -271,7 +272,7 @@ func (c *child) watch(p llamaserver.Process, url string) error {
 			return errStopping
 		case <-p.Done():
 			return fmt.Errorf("%w: %v", ErrExited, p.Err())
-		case <-cfg.Clock.After(cfg.HealthInterval):
+		case <-clock.After(cfg.Clock, cfg.HealthInterval):
 		}
 		switch c.probe(url) {
 		case HealthOK:

@@ -9,39 +9,33 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
-// fakeClock advances by each requested duration at once (with a tiny real
-// sleep so polling loops do not spin hot) and records the long waits,
-// which are the backoffs.
+// fakeClock drives a clock.Fake: every timer the supervisor arms is
+// fired at once by advancing the fake by its duration (with a tiny real
+// sleep so polling loops do not spin hot), and the long waits, which are
+// the backoffs, are recorded.
 type fakeClock struct {
+	*clock.Fake
 	mu      sync.Mutex
-	now     time.Time
 	backoff []time.Duration
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+func newFakeClock() *fakeClock { return &fakeClock{Fake: clock.NewFake(time.Unix(1_000_000, 0))} }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
+func (c *fakeClock) NewTimer(d time.Duration) clock.Timer {
 	if d >= 100*time.Millisecond {
+		c.mu.Lock()
 		c.backoff = append(c.backoff, d)
+		c.mu.Unlock()
 	}
-	now := c.now
-	c.mu.Unlock()
+	t := c.Fake.NewTimer(d)
+	c.Advance(d)
 	time.Sleep(200 * time.Microsecond)
-	ch := make(chan time.Time, 1)
-	ch <- now
-	return ch
+	return t
 }
 
 func (c *fakeClock) backoffs() []time.Duration {

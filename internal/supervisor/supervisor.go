@@ -61,6 +61,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
@@ -133,7 +134,7 @@ type Config struct {
 
 	Bus      *events.Bus               // GuardStatus events; nil discards
 	Log      func(device, line string) // every line of server output; nil drops them
-	Clock    Clock                     // nil: the real clock
+	Clock    clock.Clock               // nil: the real clock
 	Starter  llamaserver.Starter       // nil: ExecStarter
 	Health   HealthFunc                // nil: HTTPHealth(nil)
 	PickPort func() (int, error)       // nil: PickPort
@@ -174,9 +175,7 @@ func (c *Config) defaults() {
 	setDur(&c.BackoffMax, 10*time.Second)
 	setDur(&c.StableAfter, 60*time.Second)
 	setDur(&c.StopGrace, 5*time.Second)
-	if c.Clock == nil {
-		c.Clock = realClock{}
-	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Starter == nil {
 		c.Starter = llamaserver.ExecStarter
 	}
