@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/nats-io/nats.go"
 )
 
@@ -224,7 +225,7 @@ func sorted(m map[string]Member) []Member {
 type View struct {
 	mu      sync.Mutex
 	members map[string]seenMember
-	now     func() time.Time
+	clk     clock.Clock
 }
 
 type seenMember struct {
@@ -233,19 +234,16 @@ type seenMember struct {
 }
 
 // Watch subscribes to announcements and returns a view kept current until
-// ctx ends. now is the clock (nil: time.Now).
-func Watch(ctx context.Context, nc *nats.Conn, now func() time.Time) (*View, error) {
-	if now == nil {
-		now = time.Now
-	}
-	v := &View{members: map[string]seenMember{}, now: now}
+// ctx ends. clk is the clock (nil: the wall clock).
+func Watch(ctx context.Context, nc *nats.Conn, clk clock.Clock) (*View, error) {
+	v := &View{members: map[string]seenMember{}, clk: clock.Or(clk)}
 	sub, err := nc.Subscribe(SubjectAnnounce, func(msg *nats.Msg) {
 		var m Member
 		if json.Unmarshal(msg.Data, &m) != nil || m.ID == "" {
 			return
 		}
 		v.mu.Lock()
-		v.members[m.Role.String()+"/"+m.ID] = seenMember{m, v.now()}
+		v.members[m.Role.String()+"/"+m.ID] = seenMember{m, v.clk.Now()}
 		v.mu.Unlock()
 	})
 	if err != nil {
@@ -260,7 +258,7 @@ func Watch(ctx context.Context, nc *nats.Conn, now func() time.Time) (*View, err
 func (v *View) Members() []Member {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	cut := v.now().Add(-3 * AnnounceEvery)
+	cut := v.clk.Now().Add(-3 * AnnounceEvery)
 	var out []Member
 	for k, s := range v.members {
 		if s.seen.Before(cut) {

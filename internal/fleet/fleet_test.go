@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
@@ -75,9 +76,8 @@ func TestViewForgetsSilentMembers(t *testing.T) {
 	}
 	defer nc.Close()
 	now := time.Unix(1000, 0)
-	clock := make(chan time.Time, 1)
-	clock <- now
-	v, err := Watch(context.Background(), nc, func() time.Time { t := <-clock; clock <- t; return t })
+	clk := clock.NewFake(now)
+	v, err := Watch(context.Background(), nc, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,8 +93,7 @@ func TestViewForgetsSilentMembers(t *testing.T) {
 	if ms := v.Members(); len(ms) != 1 || ms[0].ID != "w1" {
 		t.Fatalf("members %+v", ms)
 	}
-	<-clock
-	clock <- now.Add(4 * AnnounceEvery)
+	clk.Set(now.Add(4 * AnnounceEvery))
 	if ms := v.Members(); len(ms) != 0 {
 		t.Fatalf("silent member kept: %+v", ms)
 	}

@@ -199,7 +199,7 @@ func (g *Gateway) newChecker(req *validator.Request) (Checker, error) {
 	if g.NewChecker != nil {
 		return g.NewChecker(req)
 	}
-	return pipeline.New(g.policy(), req, pipeline.Options{Now: g.clock().Now, Registry: g.Registry})
+	return pipeline.New(g.policy(), req, pipeline.Options{Clock: g.clock(), Registry: g.Registry})
 }
 
 func (g *Gateway) route(model string) (*upstream.Upstream, error) {

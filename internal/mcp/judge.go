@@ -11,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
@@ -99,7 +100,8 @@ func NewJudge(pol *policy.Policy) (*Judge, error) {
 // LogText reports whether the policy allows logging text.
 func (j *Judge) LogText() bool { return j.text.LogText }
 
-var fixedClock = func() time.Time { return time.Unix(0, 0) }
+// fixedClock keeps the checks off the wall clock; nothing ever advances it.
+var fixedClock = clock.NewFake(time.Unix(0, 0))
 
 // runChecks runs the checks of p over text as one output, and over call
 // (when given) as a tool call the output made; the tool the call names is
@@ -112,7 +114,7 @@ func (j *Judge) runChecks(p *policy.Policy, id, text string, call *validator.Too
 	if call != nil {
 		req.Tools = []validator.Tool{{Name: call.Name, Parameters: schema}}
 	}
-	a, err := pipeline.New(p, req, pipeline.Options{Now: fixedClock, Complete: true})
+	a, err := pipeline.New(p, req, pipeline.Options{Clock: fixedClock, Complete: true})
 	if err != nil {
 		return validator.Verdict{}, err
 	}
@@ -120,7 +122,7 @@ func (j *Judge) runChecks(p *policy.Policy, id, text string, call *validator.Too
 	if call != nil {
 		a.ToolCall(*call)
 	}
-	pipeline.Wait(a, a.CloseAt(fixedClock()), fixedClock())
+	pipeline.Wait(a, a.CloseAt(fixedClock.Now()), fixedClock.Now())
 	a.Stop()
 	// Every failure refuses: there is no retry between a client and a tool.
 	return a.Verdict(1 << 20), nil

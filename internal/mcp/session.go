@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -29,8 +30,9 @@ type Proxy struct {
 	Bus    *events.Bus
 	// Metrics counts calls; nil counts nothing.
 	Metrics *Metrics
-	// Now is the clock for timeouts and timings; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock for timeouts and timings; nil means the wall
+	// clock.
+	Clock clock.Clock
 
 	mu      sync.Mutex
 	hidden  map[string]validator.Finding // tools hidden from listings: calls to them are refused
@@ -52,12 +54,7 @@ func (p *Proxy) setSchema(name string, schema json.RawMessage) {
 	p.schemas[name] = schema
 }
 
-func (p *Proxy) now() time.Time {
-	if p.Now != nil {
-		return p.Now()
-	}
-	return time.Now()
-}
+func (p *Proxy) now() time.Time { return clock.Or(p.Clock).Now() }
 
 func (p *Proxy) hiddenTool(name string) (validator.Finding, bool) {
 	p.mu.Lock()

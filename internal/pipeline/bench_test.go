@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -68,12 +69,12 @@ func benchAttempt(b *testing.B, p *policy.Policy, req *validator.Request, text s
 	data := []byte(text)
 	chunks := (len(data) + chunk - 1) / chunk
 	now := time.Unix(0, 0)
-	clock := func() time.Time { return now }
+	clk := clock.NewFake(now)
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := processCPU()
 	for b.Loop() {
-		a, err := New(p, req, Options{Now: clock})
+		a, err := New(p, req, Options{Clock: clk})
 		if err != nil {
 			b.Fatal(err)
 		}

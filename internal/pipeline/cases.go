@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -43,14 +44,14 @@ func idString(raw json.RawMessage) string {
 }
 
 // fixedClock makes offline checks independent of wall time: the stall
-// watchdog never fires on recorded text.
-var fixedClock = func() time.Time { return time.Unix(0, 0) }
+// watchdog never fires on recorded text. Nothing ever advances it.
+var fixedClock = clock.NewFake(time.Unix(0, 0))
 
 // CheckCase runs the policy's checks over a case as one attempt and
 // returns its verdict (attempt is the 1-based attempt number for Decide).
 // Every check sees the whole output, so the verdict lists every finding.
 func CheckCase(p *policy.Policy, c *Case, attempt int) (validator.Verdict, error) {
-	a, err := New(p, c.Request.ValidatorRequest(), Options{Now: fixedClock, Complete: true})
+	a, err := New(p, c.Request.ValidatorRequest(), Options{Clock: fixedClock, Complete: true})
 	if err != nil {
 		return validator.Verdict{}, err
 	}
@@ -58,7 +59,7 @@ func CheckCase(p *policy.Policy, c *Case, attempt int) (validator.Verdict, error
 	for i, tc := range c.ToolCalls {
 		a.ToolCall(tc.Validator(i))
 	}
-	Wait(a, a.CloseAt(fixedClock()), fixedClock())
+	Wait(a, a.CloseAt(fixedClock.Now()), fixedClock.Now())
 	a.Stop()
 	v := a.Verdict(attempt)
 	v.ID = c.IDString()

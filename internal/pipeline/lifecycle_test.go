@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
@@ -44,7 +45,7 @@ func TestLateFailHalts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := validatortest.NewGuard(2*time.Second, false, tc.cadence)
-			a, err := New(withVals(guardPolicy(t, ""), g), &validator.Request{}, Options{Now: func() time.Time { return t0 }})
+			a, err := New(withVals(guardPolicy(t, ""), g), &validator.Request{}, Options{Clock: clock.NewFake(t0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +92,7 @@ func TestGuardPastDeadline(t *testing.T) {
 	for _, open := range []bool{true, false} {
 		g := validatortest.NewGuard(d, open, 8)
 		p := guardPolicy(t, "actions: {guard_unavailable: {action: halt, risk: medium}}")
-		a, err := New(withVals(p, g), &validator.Request{}, Options{Now: func() time.Time { return t0 }})
+		a, err := New(withVals(p, g), &validator.Request{}, Options{Clock: clock.NewFake(t0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +135,7 @@ func TestMaxHold(t *testing.T) {
 			doc += "actions: {guard_unavailable: {action: halt, risk: medium}}\n"
 		}
 		g := validatortest.NewGuard(10*time.Second, false, 4)
-		a, err := New(withVals(guardPolicy(t, doc), g), &validator.Request{}, Options{Now: func() time.Time { return t0 }})
+		a, err := New(withVals(guardPolicy(t, doc), g), &validator.Request{}, Options{Clock: clock.NewFake(t0)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestMaxHold(t *testing.T) {
 // error and an incident).
 func TestOptimisticLateFail(t *testing.T) {
 	g := validatortest.NewGuard(time.Second, false, 0)
-	a, err := New(withVals(guardPolicy(t, "release: optimistic"), g), &validator.Request{}, Options{Now: func() time.Time { return t0 }})
+	a, err := New(withVals(guardPolicy(t, "release: optimistic"), g), &validator.Request{}, Options{Clock: clock.NewFake(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}

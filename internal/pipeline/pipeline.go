@@ -22,6 +22,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/constraints"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -29,10 +30,10 @@ import (
 
 // Options refine an Attempt. The zero value is ready to use.
 type Options struct {
-	// Now is the clock of the methods that take no time (Write, Close);
-	// nil means time.Now. Feed, Tick, Fail and CloseAt take the time from
-	// the caller.
-	Now func() time.Time
+	// Clock is the clock of the methods that take no time (Write,
+	// Close); nil means the wall clock. Feed, Tick, Fail and CloseAt take
+	// the time from the caller.
+	Clock clock.Clock
 	// Registry resolves the checks compiled from the prompt; nil means the
 	// policy's registry (validator.Default for the default policy).
 	Registry *validator.Registry
@@ -127,10 +128,7 @@ type arrival struct {
 // time, as a guard). It ticks Tickers once with the current time, which
 // starts their clocks.
 func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, error) {
-	a := &Attempt{pol: p, now: opts.Now, complete: opts.Complete, notify: make(chan struct{}, 1), req: req}
-	if a.now == nil {
-		a.now = time.Now
-	}
+	a := &Attempt{pol: p, now: clock.Or(opts.Clock).Now, complete: opts.Complete, notify: make(chan struct{}, 1), req: req}
 	reg := opts.Registry
 	if reg == nil {
 		reg = p.Registry

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -216,7 +217,7 @@ func TestTickerAndDeadline(t *testing.T) {
 	p, _ := testPolicy(t, "checks: {word: false}")
 	now := time.Unix(1000, 0)
 	clk := &clockCheck{}
-	a, err := New(withVals(p, clk), &validator.Request{}, Options{Now: func() time.Time { return now }})
+	a, err := New(withVals(p, clk), &validator.Request{}, Options{Clock: clock.NewFake(now)})
 	if err != nil {
 		t.Fatal(err)
 	}

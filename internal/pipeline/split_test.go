@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -16,7 +17,7 @@ func TestCorpusSplitIndependence(t *testing.T) {
 	cases := loadCorpus(t)
 	pol := corpusPolicy(t)
 	r := rand.New(rand.NewPCG(7, 11))
-	clock := func() time.Time { return time.Unix(0, 0) }
+	clk := clock.NewFake(time.Unix(0, 0))
 	for _, c := range cases {
 		ref, err := CheckCase(pol, &c.Case, 1)
 		if err != nil {
@@ -24,7 +25,7 @@ func TestCorpusSplitIndependence(t *testing.T) {
 		}
 		out := []byte(c.Output)
 		for trial := 0; trial < 3; trial++ {
-			a, err := New(pol, c.Request.ValidatorRequest(), Options{Now: clock, Complete: true})
+			a, err := New(pol, c.Request.ValidatorRequest(), Options{Clock: clk, Complete: true})
 			if err != nil {
 				t.Fatal(err)
 			}

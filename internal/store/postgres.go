@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -85,9 +86,7 @@ type Postgres struct {
 // migrations (under an advisory lock, so gateways starting together do
 // not race) and starts the background writer.
 func OpenPostgres(ctx context.Context, rawURL string, opts Options) (*Postgres, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer
 	}
@@ -212,7 +211,7 @@ func newUID() string {
 // and Add returns 0 and nil; with the buffer full it returns ErrOverflow.
 func (p *Postgres) Add(ctx context.Context, inc *Incident) (int64, error) {
 	if inc.Time.IsZero() {
-		inc.Time = p.opts.Now()
+		inc.Time = p.opts.Clock.Now()
 	}
 	if inc.UID == "" {
 		inc.UID = newUID()
@@ -430,7 +429,7 @@ func (p *Postgres) Count(ctx context.Context) (int64, error) {
 func (p *Postgres) Prune(ctx context.Context) (int64, error) {
 	var n int64
 	if p.opts.MaxAge > 0 {
-		cut := p.opts.Now().Add(-p.opts.MaxAge).UnixNano()
+		cut := p.opts.Clock.Now().Add(-p.opts.MaxAge).UnixNano()
 		tag, err := p.pool.Exec(ctx, "DELETE FROM incidents WHERE time_ns < $1", cut)
 		if err != nil {
 			return n, fmt.Errorf("store: prune by age: %w", err)

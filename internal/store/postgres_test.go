@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -159,7 +160,7 @@ func TestPostgresRetention(t *testing.T) {
 	pg := testbed.StartPostgres(t)
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 0)
-	p := openPG(t, pg.URL, Options{MaxRows: 3, MaxAge: time.Hour, Now: func() time.Time { return now }})
+	p := openPG(t, pg.URL, Options{MaxRows: 3, MaxAge: time.Hour, Clock: clock.NewFake(now)})
 	for i := range 5 {
 		inc := pgIncident(fmt.Sprintf("r%d", i), validator.ReasonStall)
 		inc.Time = now.Add(-time.Duration(4-i) * 40 * time.Minute) // r0 and r1 are older than an hour

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver (pure Go)
@@ -95,8 +96,8 @@ type Options struct {
 	MaxRows int
 	// MaxAge drops incidents older than this; 0 means no limit.
 	MaxAge time.Duration
-	// Now is the clock used for retention; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock used for retention; nil means the wall clock.
+	Clock clock.Clock
 
 	// Gateway is written with every incident. PostgreSQL only: Buffer
 	// bounds the incidents kept in memory while the database is
@@ -123,9 +124,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("store: empty path")
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
@@ -238,7 +237,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // Add stores inc and returns its id. A zero Time is set to now.
 func (s *Store) Add(ctx context.Context, inc *Incident) (int64, error) {
 	if inc.Time.IsZero() {
-		inc.Time = s.opts.Now()
+		inc.Time = s.opts.Clock.Now()
 	}
 	findings := inc.Findings
 	if findings == nil {
@@ -397,7 +396,7 @@ func scan(r scanner) (Incident, error) {
 func (s *Store) Prune(ctx context.Context) (int64, error) {
 	var n int64
 	if s.opts.MaxAge > 0 {
-		cut := s.opts.Now().Add(-s.opts.MaxAge).UnixNano()
+		cut := s.opts.Clock.Now().Add(-s.opts.MaxAge).UnixNano()
 		res, err := s.db.ExecContext(ctx, "DELETE FROM incidents WHERE time_ns < ?", cut)
 		if err != nil {
 			return n, fmt.Errorf("store: prune by age: %w", err)

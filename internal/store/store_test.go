@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -137,7 +138,7 @@ func TestRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.opts.Now = func() time.Time { return now }
+			tt.opts.Clock = clock.NewFake(now)
 			s := open(t, filepath.Join(t.TempDir(), "i.db"), tt.opts)
 			for i := 0; i < 10; i++ {
 				if _, err := s.Add(ctx, sample(i)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 )
 
@@ -67,15 +68,10 @@ type Category struct {
 	Rate    float64 `json:"rate"`
 }
 
-// Clock returns the current time; tests may substitute it.
-type Clock func() time.Time
-
 // Run scores every item of set and computes the metrics. Items whose
 // scoring fails count as errors and are left out of the metrics.
-func Run(ctx context.Context, s Scorer, set *dataset.Set, now Clock) (*Result, error) {
-	if now == nil {
-		now = time.Now
-	}
+func Run(ctx context.Context, s Scorer, set *dataset.Set, clk clock.Clock) (*Result, error) {
+	now := clock.Or(clk).Now
 	r := &Result{Set: set.Name, Head: set.Head, Note: set.Note, Categories: map[string]Category{}}
 	var pos, neg []float64
 	gpos := map[string][]float64{}

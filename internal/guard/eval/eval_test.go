@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 )
 
@@ -45,14 +46,24 @@ func (f fixed) Score(_ context.Context, text, _ string) (float64, bool, error) {
 	return s, s >= 0, nil
 }
 
+// slow is a scorer that takes a millisecond on its clock per text.
+type slow struct {
+	Scorer
+	clk *clock.Fake
+}
+
+func (s slow) Score(ctx context.Context, text, head string) (float64, bool, error) {
+	s.clk.Advance(time.Millisecond)
+	return s.Scorer.Score(ctx, text, head)
+}
+
 func TestRun(t *testing.T) {
 	set := &dataset.Set{Name: "s", Head: "any", Items: []dataset.Item{
 		{Text: "a", Label: 1}, {Text: "b", Label: 1}, {Text: "c", Label: 0}, {Text: "d", Label: 0},
 	}}
-	sc := fixed{"a": 1, "b": -1, "c": 0.5, "d": -2}
-	tick := time.Unix(0, 0)
-	clock := func() time.Time { tick = tick.Add(time.Millisecond); return tick }
-	r, err := Run(context.Background(), sc, set, clock)
+	clk := clock.NewFake(time.Unix(0, 0))
+	sc := slow{fixed{"a": 1, "b": -1, "c": 0.5, "d": -2}, clk}
+	r, err := Run(context.Background(), sc, set, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

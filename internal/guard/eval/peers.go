@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 )
 
@@ -31,10 +32,8 @@ type Column struct {
 
 // Compare scores every text of t with s for head and fills a Column.
 // Texts whose scoring fails are counted in Errors and left out.
-func Compare(ctx context.Context, name string, s Scorer, head string, t *dataset.PeerTable, now Clock) (*Column, error) {
-	if now == nil {
-		now = time.Now
-	}
+func Compare(ctx context.Context, name string, s Scorer, head string, t *dataset.PeerTable, clk clock.Clock) (*Column, error) {
+	now := clock.Or(clk).Now
 	c := &Column{Guard: name, NotInjectBy: map[string]float64{}}
 	var lat []float64
 	type scored struct {

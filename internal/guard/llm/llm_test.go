@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -238,9 +239,7 @@ func TestValidatorDeadline(t *testing.T) {
 		f := &fakeLlama{delay: 10 * time.Second}
 		srv := httptest.NewServer(f)
 		now := time.Unix(1000, 0)
-		var mu sync.Mutex
-		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-		g, err := New(Config{URL: srv.URL, Deadline: 200 * time.Millisecond, FailOpen: open}, nil, clock)
+		g, err := New(Config{URL: srv.URL, Deadline: 200 * time.Millisecond, FailOpen: open}, nil, clock.NewFake(now))
 		if err != nil {
 			t.Fatal(err)
 		}

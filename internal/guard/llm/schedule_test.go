@@ -29,7 +29,7 @@ func newScheduled(t *testing.T, cfg Config, req *validator.Request) *scheduled {
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	cfg.URL, cfg.Protocol = srv.URL, "verdict-json"
-	g, err := New(cfg, req, fk.Now)
+	g, err := New(cfg, req, fk)
 	if err != nil {
 		t.Fatal(err)
 	}

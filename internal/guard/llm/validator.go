@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -132,7 +133,7 @@ type Guard struct {
 	task      Task
 	context   string
 	cfg       Config
-	now       func() time.Time
+	clk       clock.Clock // nil: the pipeline's last Tick
 	cadence   int
 	sched     Schedule
 	speed     *speed    // the guard server's measured speed (adaptive)
@@ -173,9 +174,9 @@ type call struct {
 	calls    bool // the tool calls were judged with the text
 }
 
-// New builds a guard_llm validator. now is the clock; nil means the time
+// New builds a guard_llm validator. clk is the clock; nil means the time
 // of the pipeline's last Tick (the wall clock before the first).
-func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error) {
+func New(c Config, req *validator.Request, clk clock.Clock) (*Guard, error) {
 	kind, err := ParseKind(c.Kind)
 	if err != nil {
 		return nil, fmt.Errorf("guard_llm: %w", err)
@@ -225,7 +226,7 @@ func New(c Config, req *validator.Request, now func() time.Time) (*Guard, error)
 		proto:   proto,
 		task:    task,
 		cfg:     c,
-		now:     now,
+		clk:     clk,
 		cadence: 4 * c.CadenceTokens,
 		sched:   sched,
 		speed:   speedOf(c.URL + " " + c.NATS + " " + c.Model),
@@ -267,8 +268,8 @@ func (g *Guard) Name() string { return "guard_llm" }
 // timeLocked is the guard's notion of now. g.mu is held.
 func (g *Guard) timeLocked() time.Time {
 	switch {
-	case g.now != nil:
-		return g.now()
+	case g.clk != nil:
+		return g.clk.Now()
 	case !g.lastTick.IsZero():
 		return g.lastTick
 	}
