@@ -85,13 +85,25 @@ func TestLateFailHalts(t *testing.T) {
 
 // TestGuardPastDeadline: a guard that never answers is given up at its
 // deadline, counted from the last token however long the calls before
-// took: fail open releases everything, fail closed (guard_unavailable:
-// halt) fails with guard_unavailable. Neither is a stall.
+// took. The policy's rule for guard_unavailable alone decides what
+// happens to the text it could not judge, and the guard follows it:
+// release (the default) lets everything go, halt fails with
+// guard_unavailable. Neither is a stall.
 func TestGuardPastDeadline(t *testing.T) {
 	const d = 2 * time.Second
 	for _, open := range []bool{true, false} {
-		g := validatortest.NewGuard(d, open, 8)
-		p := guardPolicy(t, "actions: {guard_unavailable: {action: halt, risk: medium}}")
+		doc := "" // guard_unavailable: release
+		if !open {
+			doc = "actions: {guard_unavailable: {action: halt, risk: medium}}"
+		}
+		p := guardPolicy(t, doc)
+		// The guard fails open exactly when the rule releases, as the
+		// pipeline tells a guard through validator.Request.Unjudged.
+		release := p.Rule(validator.ReasonGuardUnavailable).Action == validator.ActionRelease
+		if release != open {
+			t.Fatalf("policy %q: guard_unavailable releases = %v", doc, release)
+		}
+		g := validatortest.NewGuard(d, release, 8)
 		a, err := New(withVals(p, g), &validator.Request{}, Options{Clock: clock.NewFake(t0)})
 		if err != nil {
 			t.Fatal(err)
