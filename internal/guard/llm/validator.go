@@ -177,6 +177,21 @@ type call struct {
 // New builds a guard_llm validator. clk is the clock; nil means the time
 // of the pipeline's last Tick (the wall clock before the first).
 func New(c Config, req *validator.Request, clk clock.Clock) (*Guard, error) {
+	return newGuard(c, req, clk, nil)
+}
+
+// NewWithJudge builds a guard_llm validator whose calls go to j instead
+// of a guard server (c.URL and c.NATS are not used): the guard's own
+// scheduling, deadlines and verdict handling, with another judge, such
+// as a scripted one in tests.
+func NewWithJudge(c Config, req *validator.Request, clk clock.Clock, j Judge) (*Guard, error) {
+	if j == nil {
+		return nil, fmt.Errorf("guard_llm: no judge")
+	}
+	return newGuard(c, req, clk, j)
+}
+
+func newGuard(c Config, req *validator.Request, clk clock.Clock, j Judge) (*Guard, error) {
 	kind, err := ParseKind(c.Kind)
 	if err != nil {
 		return nil, fmt.Errorf("guard_llm: %w", err)
@@ -232,11 +247,13 @@ func New(c Config, req *validator.Request, clk clock.Clock) (*Guard, error) {
 		speed:   speedOf(c.URL + " " + c.NATS + " " + c.Model),
 	}
 	var local Judge
-	if c.URL != "" {
+	if j != nil {
+		local = j
+	} else if c.URL != "" {
 		local = &Client{BaseURL: c.URL, Kind: kind, Model: c.Model, Slot: slot, HTTP: sharedHTTP}
 	}
 	g.judge = local
-	if c.NATS != "" && Remote != nil { // without Remote (not aegis serve), url alone answers
+	if j == nil && c.NATS != "" && Remote != nil { // without Remote (not aegis serve), url alone answers
 		if g.judge, err = Remote(c, local); err != nil {
 			return nil, fmt.Errorf("guard_llm: %w", err)
 		}

@@ -1,210 +1,130 @@
 package validatortest
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
-// Guard is a scripted background check, a stand-in for a guard model in
-// lifecycle tests: every judgement it starts is sent on Calls, and the
-// test answers it (or lets its deadline pass). It keeps the
-// validator.Background contract the way the guard model's check does: a
-// judgement has a deadline (Deadline after it started, and never later
-// than Deadline after Close); at a Tick past it the judgement is given
-// up, releasing the text unjudged when FailOpen, else with a
-// guard_unavailable finding. It reads no clock: its time is the last
-// Tick's.
+// Guard is the guard model's check (guard_llm) with a scripted judge, for
+// lifecycle tests: the check's own state machine (when it asks, the
+// deadlines, what it settles, its findings) runs unchanged, and every
+// verdict it asks for is sent on Calls for the test to answer (or to let
+// its deadline pass). Cache-warming prefills are answered at once. The
+// guard reads no clock: its time is the last Tick's.
 type Guard struct {
-	// Deadline bounds every judgement (default 2s).
-	Deadline time.Duration
-	// FailOpen releases text whose judgement timed out.
-	FailOpen bool
-	// Cadence asks for a judgement every this many bytes while the output
-	// streams; 0 asks only once the output is complete (a guard that only
-	// warms its cache while the output streams).
-	Cadence int
-	// Calls receives every judgement started.
+	*llm.Guard
+	// Calls receives every verdict the guard asks for.
 	Calls chan *Call
 
-	mu       sync.Mutex
-	buf      []byte
-	asked    int
-	settled  int
-	findings []validator.Finding
-	closed   bool
-	closedAt time.Time
-	done     bool
-	now      time.Time
-	inflight *Call
-	notify   func()
+	mu     sync.Mutex
+	closed bool
+	notify func()
+	woke   chan struct{}
 }
 
-// Call is one judgement the Guard asked for: of Text, the output up to End.
+// Call is one verdict the Guard asked for: of Text, the output up to End.
 type Call struct {
-	End      int
-	Final    bool
-	Text     string
-	Started  time.Time
-	Deadline time.Time
-	g        *Guard
+	End   int
+	Final bool // asked after the end of the output
+	Text  string
+
+	ctx    context.Context
+	answer chan *llm.Result
+	g      *Guard
 }
 
-// NewGuard returns a scripted guard with room for 64 unanswered calls.
+// NewGuard returns the guard_llm check with a scripted judge and room for
+// 64 unanswered calls. A judgement has deadline (default 2s); text the
+// guard could not judge in time is let go with a guard_unavailable note
+// when failOpen, else failed with a guard_unavailable finding (in a
+// pipeline, the policy's rule for guard_unavailable sets failOpen). It
+// asks for a verdict every cadence bytes while the output streams (and at
+// a sentence end after half of it); 0 asks only once the output is
+// complete.
 func NewGuard(deadline time.Duration, failOpen bool, cadence int) *Guard {
-	if deadline <= 0 {
-		deadline = 2 * time.Second
+	g := &Guard{Calls: make(chan *Call, 64), woke: make(chan struct{}, 1)}
+	cfg := llm.Config{Deadline: deadline, FailOpen: failOpen, Schedule: "fixed", Protocol: "verdict-json",
+		CadenceTokens: (cadence + 3) / 4, PrefillOnly: cadence <= 0}
+	lg, err := llm.NewWithJudge(cfg, nil, nil, judge{g})
+	if err != nil {
+		panic("validatortest: " + err.Error()) // the configuration above is valid
 	}
-	return &Guard{Deadline: deadline, FailOpen: failOpen, Cadence: cadence, Calls: make(chan *Call, 64)}
+	g.Guard = lg
+	lg.Notify(g.wake)
+	return g
 }
 
-func (g *Guard) Name() string { return "guard_llm" }
+// judge sends the guard's verdict calls to the test.
+type judge struct{ g *Guard }
 
-func (g *Guard) Write(p []byte) (int, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.buf = append(g.buf, p...)
-	g.maybeStartLocked()
-	return len(p), nil
-}
-
-func (g *Guard) maybeStartLocked() {
-	if !g.closed && len(g.findings) == 0 && g.inflight == nil && g.Cadence > 0 && len(g.buf)-g.asked >= g.Cadence {
-		g.startLocked(false)
+func (j judge) Judge(ctx context.Context, jm llm.Judgement) (*llm.Result, error) {
+	if jm.Prefill {
+		return nil, nil
 	}
-}
-
-func (g *Guard) startLocked(final bool) {
-	c := &Call{End: len(g.buf), Final: final, Text: string(g.buf), Started: g.now, Deadline: g.now.Add(g.Deadline), g: g}
-	if g.closed && c.Deadline.After(g.closedAt.Add(g.Deadline)) {
-		c.Deadline = g.closedAt.Add(g.Deadline)
-	}
-	g.asked = c.End
-	if !g.now.Before(c.Deadline) {
-		g.giveUpLocked(c)
-		return
-	}
-	g.inflight = c
-	g.Calls <- c
-}
-
-// Pass answers the call: its text is safe.
-func (c *Call) Pass() { c.g.answer(c, false) }
-
-// Fail answers the call: its text is unsafe (unsafe_content).
-func (c *Call) Fail() { c.g.answer(c, true) }
-
-func (g *Guard) answer(c *Call, fail bool) {
-	g.mu.Lock()
-	if g.inflight != c {
-		g.mu.Unlock()
-		return
-	}
-	g.inflight = nil
-	if fail {
-		g.findings = append(g.findings, validator.Finding{Check: g.Name(), Reason: validator.ReasonUnsafeContent,
-			Start: g.settled, End: max(c.End, g.settled+1), Message: "scripted guard says unsafe"})
-	} else {
-		g.settled = max(g.settled, c.End)
-	}
-	g.afterLocked()
-	f := g.notify
-	g.mu.Unlock()
-	if f != nil {
-		f()
+	j.g.mu.Lock()
+	final := j.g.closed
+	j.g.mu.Unlock()
+	c := &Call{End: len(jm.Text), Final: final, Text: jm.Text, ctx: ctx, answer: make(chan *llm.Result, 1), g: j.g}
+	j.g.Calls <- c
+	select {
+	case res := <-c.answer:
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
-// afterLocked starts what follows a judgement: the final one after
-// Close, or one on the text that came while the guard was busy.
-func (g *Guard) afterLocked() {
-	switch {
-	case !g.closed:
-		g.maybeStartLocked()
-	case len(g.findings) > 0 || g.settled >= len(g.buf):
-		g.done = true
-	case g.inflight == nil:
-		g.startLocked(true)
+// Pass answers the call: its text is safe. It returns once the guard has
+// taken the answer in (or given the call up).
+func (c *Call) Pass() { c.reply(validator.Pass, "") }
+
+// Fail answers the call: its text is unsafe (unsafe_content). It returns
+// once the guard has taken the answer in (or given the call up).
+func (c *Call) Fail() { c.reply(validator.Fail, validator.ReasonUnsafeContent) }
+
+func (c *Call) reply(v validator.Outcome, reason validator.Reason) {
+	select { // a wake from before this answer (a prefill's) is not its
+	case <-c.g.woke:
+	default:
+	}
+	c.answer <- &llm.Result{Verdict: &validator.Verdict{Verdict: v, Reason: reason}}
+	select {
+	case <-c.g.woke:
+	case <-c.ctx.Done():
 	}
 }
 
-func (g *Guard) giveUpLocked(c *Call) {
-	if g.FailOpen {
-		g.settled = max(g.settled, c.End)
-	} else {
-		g.findings = append(g.findings, validator.Finding{Check: g.Name(), Reason: validator.ReasonGuardUnavailable,
-			Start: g.settled, End: max(c.End, g.settled+1), Message: "scripted guard gave no verdict in time"})
-	}
-	if g.closed && (len(g.findings) > 0 || g.settled >= len(g.buf) || c.Final) {
-		g.done = true
-	}
-}
-
-func (g *Guard) Settled() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.settled
-}
-
-func (g *Guard) Findings() []validator.Finding {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]validator.Finding(nil), g.findings...)
-}
-
-func (g *Guard) Close() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closed, g.closedAt = true, g.now
-	if g.inflight == nil {
-		g.afterLocked()
-	}
-}
-
-func (g *Guard) Tick(now time.Time) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if now.After(g.now) {
-		g.now = now
-	}
-	c := g.inflight
-	if c == nil || now.Before(c.Deadline) {
-		return
-	}
-	g.inflight = nil
-	g.giveUpLocked(c)
-	if !g.done {
-		g.afterLocked()
-	}
-}
-
-func (g *Guard) NextDeadline() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inflight == nil {
-		return time.Time{}
-	}
-	return g.inflight.Deadline
-}
-
+// Notify sets the function called after a background call changed the
+// guard's state.
 func (g *Guard) Notify(f func()) {
 	g.mu.Lock()
 	g.notify = f
 	g.mu.Unlock()
 }
 
-func (g *Guard) Done() bool {
+func (g *Guard) wake() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.done
+	f := g.notify
+	g.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	select {
+	case g.woke <- struct{}{}:
+	default:
+	}
 }
 
-// Stop abandons the call in flight; the scripted guard has no goroutine.
-func (g *Guard) Stop() {
+// Close marks the end of the output.
+func (g *Guard) Close() {
 	g.mu.Lock()
-	g.inflight = nil
+	g.closed = true
 	g.mu.Unlock()
+	g.Guard.Close()
 }
 
 var (

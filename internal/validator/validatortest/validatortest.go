@@ -2,7 +2,8 @@
 // under internal/validator: feeding a text through a Validator in different
 // splits and checking the contract of the Validator interface (split
 // independence, a monotonic release point, no finding before a point
-// already settled).
+// already settled); and Guard, the guard model's check with a scripted
+// judge, for the lifecycle tests of the pipeline and the gateway.
 package validatortest
 
 import (
