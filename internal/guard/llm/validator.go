@@ -134,15 +134,18 @@ type Guard struct {
 	context   string
 	cfg       Config
 	clk       clock.Clock // nil: the pipeline's last Tick
-	cadence   int
-	sched     Schedule
-	speed     *speed    // the guard server's measured speed (adaptive)
-	started   bool      // Start ran
-	verdicts  int       // verdict calls started
-	lastAsk   time.Time // when the last verdict call started
-	askedV    int       // end of the text of the last verdict call
-	mu        sync.Mutex
-	buf       []byte
+	// ownDeadlineOnly: calls end at the guard's deadline by its clock,
+	// never by a wall-clock timer (NewWithJudge).
+	ownDeadlineOnly bool
+	cadence         int
+	sched           Schedule
+	speed           *speed    // the guard server's measured speed (adaptive)
+	started         bool      // Start ran
+	verdicts        int       // verdict calls started
+	lastAsk         time.Time // when the last verdict call started
+	askedV          int       // end of the text of the last verdict call
+	mu              sync.Mutex
+	buf             []byte
 	// calls is the text of the tool calls the model made (their decoded
 	// argument values), judged with the output by the final call; callAt
 	// names the one call when there is one.
@@ -188,7 +191,15 @@ func NewWithJudge(c Config, req *validator.Request, clk clock.Clock, j Judge) (*
 	if j == nil {
 		return nil, fmt.Errorf("guard_llm: no judge")
 	}
-	return newGuard(c, req, clk, j)
+	g, err := newGuard(c, req, clk, j)
+	if err != nil {
+		return nil, err
+	}
+	// The guard's own deadline (its clock, or the pipeline's ticks) cancels
+	// such a judge; a wall-clock timer would end a scripted call whenever
+	// a busy machine stalls the test between two steps.
+	g.ownDeadlineOnly = true
+	return g, nil
 }
 
 func newGuard(c Config, req *validator.Request, clk clock.Clock, j Judge) (*Guard, error) {
@@ -406,6 +417,9 @@ func (g *Guard) startLocked(final, prefill bool) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline.Sub(now))
+	if g.ownDeadlineOnly {
+		ctx, cancel = context.WithCancel(context.Background())
+	}
 	c.cancel = cancel
 	g.inflight = c
 	g.asked = end
