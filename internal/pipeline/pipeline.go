@@ -94,8 +94,11 @@ type Attempt struct {
 	// req and argReaders serve the checks that read tool-call arguments.
 	req        *validator.Request
 	argReaders []argReader
-	bgs        []validator.Background
-	notify     chan struct{}
+	// argSegs and argBuf are argText's, reused call after call.
+	argSegs []segment
+	argBuf  []byte
+	bgs     []validator.Background
+	notify  chan struct{}
 
 	// fed is how much output was fed: the text itself is the caller's
 	// (the gateway keeps it once) and each check's own.

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -171,7 +172,15 @@ type Detector struct {
 	findings []validator.Finding
 	closed   bool
 	scratch  []credMatch
+	bufs     *buffers // where word and line came from, returned on Close
 }
+
+// buffers are a closed detector's word and line, kept for the next one:
+// a tool call's arguments are read by a new detector each, and growing
+// the line to a long value's length was most of what one allocated.
+type buffers struct{ word, line []byte }
+
+var bufferPool sync.Pool // *buffers
 
 var _ validator.Validator = (*Detector)(nil)
 
@@ -194,6 +203,9 @@ func New(cfg Config, system string) (*Detector, error) {
 		return nil, err
 	}
 	d := &Detector{cfg: cfg, allow: map[string]bool{}, quoteHold: -1, awsAt: -1, awsRun: -1, beginHold: -1}
+	if b, ok := bufferPool.Get().(*buffers); ok {
+		d.bufs, d.word, d.line = b, b.word[:0], b.line[:0]
+	}
 	for _, a := range cfg.Allow {
 		d.allow[strings.ToLower(a)] = true
 	}
@@ -256,6 +268,14 @@ func (d *Detector) Close() {
 		}
 	}
 	d.closed = true
+	// Nothing reads the word or the line once closed (Write ignores
+	// input, Settled does not look at them).
+	if d.bufs == nil {
+		d.bufs = &buffers{}
+	}
+	d.bufs.word, d.bufs.line = d.word[:0], d.line[:0]
+	bufferPool.Put(d.bufs)
+	d.bufs, d.word, d.line = nil, nil, nil
 }
 
 // Settled returns the start of the earliest text that could still be

@@ -25,6 +25,10 @@ type overlap struct {
 	words  []uint64 // ring of the last k word hashes
 	starts []int    // ring of their start offsets
 	n      int      // words read
+	// sh is the hash of the last k words, rolled one word at a time
+	// (bpow is shingleB^(k-1), the weight of the word that leaves).
+	sh   uint64
+	bpow uint64
 
 	inWord    bool
 	hash      uint64
@@ -38,6 +42,9 @@ type overlap struct {
 	// words of some shingle, seq their running hashes.
 	pre     []uint64
 	preBits uint
+	// full is a bitset of the set's shingle hashes (same size as pre):
+	// most output shingles miss it, sparing the map lookup.
+	full    []uint64
 	wordOut bool
 	alive   uint32
 	seq     []uint64
@@ -175,6 +182,11 @@ func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap in
 		o.preBits++
 	}
 	o.pre = make([]uint64, 1<<o.preBits/64)
+	o.full = make([]uint64, 1<<o.preBits/64)
+	for sh := range o.set {
+		k := (sh * preMix) >> (64 - o.preBits)
+		o.full[k/64] |= 1 << (k % 64)
+	}
 	for _, i := range firsts {
 		prefixesOfWord(system, wstart[i], o.addPre)
 		h := uint64(0)
@@ -188,6 +200,10 @@ func newOverlap(system string, k, minWords, minLeak int, frac float64, maxGap in
 	o.need = max(minNeed, k+2, min(minLeak, need))
 	o.words = make([]uint64, k)
 	o.starts = make([]int, k)
+	o.bpow = 1
+	for range k - 1 {
+		o.bpow *= shingleB
+	}
 	return o
 }
 
@@ -224,7 +240,7 @@ func cachedOverlap(system string, k, minWords, minLeak int, frac float64, maxGap
 	if t == nil {
 		return nil
 	}
-	return &overlap{k: t.k, need: t.need, maxGap: t.maxGap, set: t.set, pre: t.pre, preBits: t.preBits,
+	return &overlap{k: t.k, need: t.need, maxGap: t.maxGap, bpow: t.bpow, set: t.set, pre: t.pre, preBits: t.preBits, full: t.full,
 		words: make([]uint64, t.k), starts: make([]int, t.k), seq: make([]uint64, t.k)}
 }
 
@@ -259,12 +275,17 @@ func (o *overlap) flush(end int) (bool, int, int) {
 
 func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
 	i := o.n
-	o.words[i%o.k] = h
-	o.starts[i%o.k] = start
+	// Roll the shingle hash: the word k back leaves (a zero slot before k
+	// words were read), h joins.
+	slot := i % o.k
+	o.sh = (o.sh-o.words[slot]*o.bpow)*shingleB + h
+	o.words[slot] = h
+	o.starts[slot] = start
 	o.n++
 	// The recent words from which the text is still the opening of a
-	// shingle stay alive; a sequence of k words is judged below.
-	for j := max(0, i-o.k+1); j < i; j++ {
+	// shingle stay alive; a sequence of k words is judged below. Most
+	// words follow none (alive is empty).
+	for j := max(0, i-o.k+1); o.alive != 0 && j < i; j++ {
 		s := uint32(j % o.k)
 		if o.alive&(1<<s) == 0 {
 			continue
@@ -274,7 +295,7 @@ func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
 			o.alive &^= 1 << s
 		}
 	}
-	s := uint32(i % o.k)
+	s := uint32(slot)
 	o.seq[s] = h
 	// A word whose letters were already cleared (wordOut) cannot begin a
 	// copy: a collision in the bitset must not take that back.
@@ -289,9 +310,9 @@ func (o *overlap) word(h uint64, start, end int) (bool, int, int) {
 	if o.n < o.k {
 		return false, 0, 0
 	}
-	sh := uint64(0)
-	for j := i - o.k + 1; j <= i; j++ {
-		sh = sh*shingleB + o.words[j%o.k]
+	sh := o.sh
+	if b := (sh * preMix) >> (64 - o.preBits); o.full[b/64]&(1<<(b%64)) == 0 {
+		return false, 0, 0
 	}
 	if _, ok := o.set[sh]; !ok {
 		return false, 0, 0

@@ -266,6 +266,9 @@ func (m *literalMatcher) byteAt(c byte, at int, report func(start, end int, valu
 			l.pendingEnd = -1
 		}
 		s := l.state
+		if s == 0 && l.value[0] != lc {
+			continue // the common case: no match under way, none begins
+		}
 		for s >= 0 && (s == len(l.value) || l.value[s] != lc) {
 			s = l.fail[s]
 		}

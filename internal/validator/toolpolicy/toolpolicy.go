@@ -153,6 +153,31 @@ type Validator struct {
 	n      int
 
 	trust *trust // built on the first egress call
+	// kinds remembers, by tool name, whether the built-in shell and
+	// egress rules apply: deciding reads the tool's declared schema.
+	kinds map[string]toolKind
+}
+
+// toolKind says which built-in rules apply to a tool.
+type toolKind struct{ shell, egress bool }
+
+// kind decides, once per tool name, which built-in rules apply to it.
+func (v *Validator) kind(name string) toolKind {
+	if k, ok := v.kinds[name]; ok {
+		return k
+	}
+	tool := v.declared(name)
+	k := toolKind{
+		shell:  v.cfg.Shell.Enabled && (contains(v.cfg.Shell.Tools, name) || v.cfg.Shell.Auto && isShell(name, tool)),
+		egress: v.cfg.Egress.Enabled && (contains(v.cfg.Egress.Tools, name) || v.cfg.Egress.Auto && isEgress(name, tool)),
+	}
+	if v.kinds == nil {
+		v.kinds = map[string]toolKind{}
+	}
+	if len(v.kinds) < 64 {
+		v.kinds[name] = k
+	}
+	return k
 }
 
 // New builds the check for req.
@@ -218,9 +243,20 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 		return []validator.Finding{fail(validator.ReasonMalformedToolCall, base+"/name", 0, 0,
 			"tool %q is not among the tools the policy allows (%s)", call.Name, strings.Join(v.cfg.Allow, ", "))}
 	}
+	kind := v.kind(call.Name)
+	ruled := len(v.rules["*"]) > 0 || len(v.rules[call.Name]) > 0
+	if !ruled && !kind.shell && !kind.egress {
+		return nil // nothing here reads this call
+	}
 	var args any
 	if s := strings.TrimSpace(call.Arguments); s != "" {
-		if json.Unmarshal([]byte(s), &args) != nil {
+		// Only rules read the decoded arguments; without any, checking
+		// that they are JSON is enough and costs no allocations.
+		if !ruled {
+			if !json.Valid([]byte(s)) {
+				return nil // tool_call reports arguments that are not JSON
+			}
+		} else if json.Unmarshal([]byte(s), &args) != nil {
 			return nil // tool_call reports arguments that are not JSON
 		}
 	}
@@ -245,11 +281,10 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 			out = append(out, fail(reason, base+"/arguments", 0, len(call.Arguments), "call to %q breaks a tool rule: %s", call.Name, msg))
 		}
 	}
-	tool := v.declared(call.Name)
-	if v.cfg.Shell.Enabled && (contains(v.cfg.Shell.Tools, call.Name) || v.cfg.Shell.Auto && isShell(call.Name, tool)) {
+	if kind.shell {
 		out = append(out, v.checkShell(call, base)...)
 	}
-	if v.cfg.Egress.Enabled && (contains(v.cfg.Egress.Tools, call.Name) || v.cfg.Egress.Auto && isEgress(call.Name, tool)) {
+	if kind.egress {
 		out = append(out, v.checkEgress(call, base)...)
 	}
 	return out
