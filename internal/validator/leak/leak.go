@@ -173,6 +173,14 @@ type Detector struct {
 	closed   bool
 	scratch  []credMatch
 	bufs     *buffers // where word and line came from, returned on Close
+
+	// Markdown images (image.go).
+	secrets  []string // the literal secrets matched, for a decoding's reader
+	noImages bool     // a decoding's reader: no images of its own
+	img      imageState
+	imgAlt   int
+	imgStart int
+	imgBuf   []byte
 }
 
 // buffers are a closed detector's word and line, kept for the next one:
@@ -227,7 +235,11 @@ func New(cfg Config, system string) (*Detector, error) {
 	}
 	if len(keep) > 0 {
 		d.lits = newLiteralMatcher(keep)
+		d.secrets = keep
 	}
+	// Image URLs are read for secrets and credentials; with neither
+	// there is nothing to find in them.
+	d.noImages = d.lits == nil && !cfg.Credentials
 	return d, nil
 }
 
@@ -259,6 +271,9 @@ func (d *Detector) Close() {
 	}
 	if d.lits != nil {
 		d.lits.flush(d.reportLiteral)
+	}
+	if d.img == imgURL {
+		d.endImage()
 	}
 	d.endWord()
 	d.endLine()
@@ -305,6 +320,9 @@ func (d *Detector) Settled() int {
 	if d.lits != nil {
 		s = min(s, d.lits.hold(d.off))
 	}
+	if h := d.imageHeld(); h >= 0 {
+		s = min(s, h)
+	}
 	if d.ov != nil && !d.ovDone {
 		s = min(s, d.ov.hold(d.off))
 	}
@@ -335,6 +353,9 @@ func (d *Detector) byteAt(c byte) {
 	d.off++
 	if d.lits != nil {
 		d.lits.byteAt(c, at, d.reportLiteral)
+	}
+	if !d.noImages && (d.img != imgNone || c == '!') {
+		d.imageByte(c, at)
 	}
 	if d.ov != nil && !d.ovDone {
 		if ok, s, e := d.ov.byteAt(c, at); ok {
