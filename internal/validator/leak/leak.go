@@ -24,6 +24,9 @@
 //     placeholders are kept low by a placeholder list (AKIAIOSFODNN7EXAMPLE,
 //     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
 //     Shannon entropy per kind.
+//   - Markdown images (secret_leak): the URL of ![alt](URL) is also read
+//     URL-decoded, by query parameter and with base64 runs decoded, for
+//     marked secrets and credentials (image.go); it is held until it ends.
 //
 // The output is read one byte at a time and split into words (runs
 // without white space, quotes, brackets or separators, none of which a
