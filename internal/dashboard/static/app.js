@@ -67,8 +67,10 @@ function renderRow(id, r) {
   c[3].textContent = d.attempts || "";
   const b = el("span", "badge b-" + d.state, d.state);
   c[4].replaceChildren(b);
-  c[5].replaceChildren(el("span", "reason", d.reason || ""));
-  c[5].title = d.reason || "";
+  // The tool calls of the latest judged attempt, each with its outcome.
+  const tools = (d.tools || []).map((t) => t.tool + " (" + t.outcome + ")").join(", ");
+  c[5].replaceChildren(el("span", "reason", d.reason || ""), el("small", "tools", tools ? " tools: " + tools : ""));
+  c[5].title = (d.reason || "") + (tools ? (d.reason ? "; " : "") + "tool calls: " + tools : "");
   c[6].textContent = fmtMs(d.ttft);
   c[7].textContent = fmtMs(d.dur);
 }
@@ -83,7 +85,10 @@ function apply(e) {
   switch (e.kind) {
     case "request_started": d.time = e.time; break;
     case "attempt_started": d.attempts = Math.max(d.attempts, e.attempt || 1); break;
-    case "verdict": if (v && v.verdict === "fail") d.reason = v.reason || ""; break;
+    case "verdict":
+      if (v && v.verdict === "fail") d.reason = v.reason || "";
+      if (e.tool_calls && e.tool_calls.length) d.tools = e.tool_calls;
+      break;
     case "retry": d.state = "retrying"; if (v) d.reason = v.reason || ""; break;
     case "halt": d.state = v && v.action === "block" ? "blocked" : v && v.action === "redact" ? "redacted" : "halted"; if (v) d.reason = v.reason || ""; break;
     case "request_finished":
@@ -221,7 +226,8 @@ function incidentNode(inc) {
     const ol = el("ol");
     for (const f of findings) {
       const where = f.end > f.start + 1 ? "bytes " + f.start + "–" + f.end : "byte " + f.start;
-      ol.appendChild(el("li", null, (f.check || "check") + ": " + (f.message || f.reason) + " (" + where + ")"));
+      const at = f.path ? " at " + f.path : ""; // a tool call's argument: tool_calls/0/arguments/body
+      ol.appendChild(el("li", null, (f.check || "check") + ": " + (f.message || f.reason) + " (" + where + at + ")"));
     }
     box.appendChild(ol);
   }
