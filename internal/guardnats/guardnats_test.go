@@ -386,6 +386,9 @@ func TestWorkerLogsVerdicts(t *testing.T) {
 		}
 		got = append(got, fmt.Sprintf("%s/%d %d %s %v", e.RequestID, e.Attempt, e.Bytes, e.Verdict, e.Delivered))
 	}
+	// A worker logs after it replies, so two verdicts' lines may come in
+	// either order.
+	slices.Sort(got)
 	want := []string{"req-1/2 3 fail true", "req-2/1 9 pass true"}
 	if !slices.Equal(got, want) {
 		t.Errorf("logged %q, want %q", got, want)
