@@ -184,9 +184,11 @@ func (p *Printer) Summary() bool {
 	elapsed := round(p.clk.Now().Sub(p.start))
 	if len(p.failed) == 0 {
 		fmt.Fprintf(p.w, "== go test: %d packages passed in %s\n", p.done, elapsed)
+		fmt.Fprintf(p.w, "packages: %d passed, 0 failed\n", p.done)
 		return true
 	}
 	fmt.Fprintf(p.w, "== go test: %d of %d packages FAILED in %s: %s\n", len(p.failed), p.done, elapsed, strings.Join(p.failed, ", "))
+	fmt.Fprintf(p.w, "packages: %d passed, %d failed\n", p.done-len(p.failed), len(p.failed))
 	for _, t := range p.failedT {
 		fmt.Fprintf(p.w, "   failed: %s\n", t)
 	}

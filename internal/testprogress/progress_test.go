@@ -57,7 +57,7 @@ ok  	a/cli	30.0s
 		t.Fatalf("progress and result lines:\n%s", got)
 	}
 	for _, w := range []string{"=== RUN   TestOllama\n", "safety: context deadline exceeded", "FAIL\ta/llm\t61.0s\n", "# a/broken\n",
-		"== go test: 1 of 2 packages FAILED in 30s: a/llm\n", "   failed: a/llm TestOllama\n"} {
+		"== go test: 1 of 2 packages FAILED in 30s: a/llm\n", "packages: 1 passed, 1 failed\n", "   failed: a/llm TestOllama\n"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("output lacks %q:\n%s", w, got)
 		}
