@@ -376,8 +376,10 @@ func TestJaegerFleetWorker(t *testing.T) {
 				att = s
 			}
 		}
-		if att.id == "" || att.parent != req.id {
-			t.Errorf("guard call %s is not a child of an attempt of the request", g.id)
+		// A guard call belongs to an attempt; the warm-up prefill the
+		// guard may send as the request arrives can sit on the request.
+		if (att.id == "" || att.parent != req.id) && g.parent != req.id {
+			t.Errorf("guard call %s (parent %s) is neither a child of an attempt of the request nor of the request", g.id, g.parent)
 		}
 	}
 }
