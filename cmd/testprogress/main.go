@@ -1,4 +1,4 @@
-// Command testprogress reads `go test -json` on stdin and prints package
+// Package main is the testprogress command: it reads `go test -json` on stdin and prints package
 // results, failing tests' output, a progress line every 20 seconds and a
 // summary; it exits 1 when a package failed. scripts/test uses it.
 package main
