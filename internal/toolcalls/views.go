@@ -30,28 +30,43 @@ const MaxDepth = 64
 // reads the text in one pass without a tokenizer's allocations (the fuzz
 // test holds it to one built on encoding/json's). The result is shared:
 // callers must not modify it.
-func Values(args string) []Value {
+func Values(args string) []Value { return parse(args).vals }
+
+// Valid reports whether the arguments are one JSON value and nothing
+// else, as encoding/json.Valid does; it costs nothing when Values read
+// the same arguments just before (the fuzz test holds the two together).
+func Valid(args string) bool { return parse(args).valid }
+
+func parse(args string) *valuesMemo {
 	// Several checks read the same call one after another (the tool
 	// policy, the text checks); the last answer is kept for the next.
 	if m := lastValues.Load(); m != nil && m.args == args {
-		return m.vals
+		return m
 	}
 	p := valueParser{s: args}
+	n, whole := 0, false
 	for {
 		p.ws()
-		if p.i >= len(p.s) || !p.value("", true, 0) {
+		if p.i >= len(p.s) {
+			whole = n == 1
 			break
 		}
+		if !p.value("", true, 0) {
+			break
+		}
+		n++
 	}
 	p.out = p.out[:len(p.out):len(p.out)] // an append by a caller copies
-	lastValues.Store(&valuesMemo{args: args, vals: p.out})
-	return p.out
+	m := &valuesMemo{args: args, vals: p.out, valid: whole}
+	lastValues.Store(m)
+	return m
 }
 
 // valuesMemo is Values' last answer.
 type valuesMemo struct {
-	args string
-	vals []Value
+	args  string
+	vals  []Value
+	valid bool
 }
 
 var lastValues atomic.Pointer[valuesMemo]
@@ -365,7 +380,7 @@ func Derived(text string) []View {
 			out = append(out, View{How: how, Text: s})
 		}
 	}
-	if strings.ContainsAny(text, "%+") {
+	if strings.IndexByte(text, '%') >= 0 || strings.IndexByte(text, '+') >= 0 {
 		if u, err := url.QueryUnescape(text); err == nil && u != text {
 			add("url-decoded", u)
 		} else if u, err := url.PathUnescape(text); err == nil && u != text {
@@ -434,9 +449,14 @@ func base64Runs(s string) []string {
 }
 
 // isBase64Byte: a byte of the standard or URL-safe base64 alphabet.
-func isBase64Byte(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-'
-}
+func isBase64Byte(c byte) bool { return base64Alphabet[c] }
+
+var base64Alphabet = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '_' || c == '-'
+	}
+	return t
+}()
 
 func decodeBase64(s string) (string, bool) {
 	t := strings.TrimRight(s, "=")

@@ -1,6 +1,7 @@
 package toolcalls
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -74,11 +75,14 @@ func FuzzValues(f *testing.F) {
 // included.
 func FuzzValuesReference(f *testing.F) {
 	for _, s := range []string{`{"to":"a@b.example","body":"x\u00e9\ud83d\ude00"}`, `{"a":{"b":["x",{"c":"y"}]},"d/e~":"z"}`, `"hello" "again"`, `{"a":"one","b":"tw`,
-		`[1, -2.5e3, true, null, "s"]`, `{"a":01}`, `{"bad":"\ud800x"}`, "{\"c\":\"\xff\xfe\"}", `{"a" "b"}`, `[1,]`} {
+		`[1, -2.5e3, true, null, "s"]`, `{"a":01}`, `{"bad":"\ud800x"}`, "{\"c\":\"\xff\xfe\"}", `{"a" "b"}`, `[1,]`, `1 2`, `1x`, `01`, ` {} `, ``, `"\u12"`, `{"a":1}}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, args string) {
 		got, want := Values(args), referenceValues(args)
+		if Valid(args) != json.Valid([]byte(args)) {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", args, Valid(args), !Valid(args))
+		}
 		if len(got) != len(want) {
 			t.Fatalf("Values(%q) = %q, reference %q", args, got, want)
 		}

@@ -1,6 +1,10 @@
 package leak
 
-import "github.com/aegis-sentinel/aegis/internal/toolcalls"
+import (
+	"bytes"
+
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
+)
 
 // A markdown image (![alt](URL)) is fetched by the client that renders
 // the answer, so a secret hidden in its URL leaves with the request:
@@ -28,6 +32,21 @@ const (
 	imgClose            // read "]"
 	imgURL              // inside "(...)"
 )
+
+// images follows the markdown image syntax through p, whose first byte is
+// at offset at. Outside an image only a '!' can begin one.
+func (d *Detector) images(p []byte, at int) {
+	for i := 0; i < len(p); i++ {
+		if d.img == imgNone {
+			j := bytes.IndexByte(p[i:], '!')
+			if j < 0 {
+				return
+			}
+			i += j
+		}
+		d.imageByte(p[i], at+i)
+	}
+}
 
 // imageByte advances the markdown image state by byte c at offset at.
 func (d *Detector) imageByte(c byte, at int) {

@@ -252,11 +252,39 @@ func (d *Detector) Name() string { return Name }
 // Findings returns the leaks so far, in order of Start.
 func (d *Detector) Findings() []validator.Finding { return d.findings }
 
-// Write feeds the next piece of output.
+// Write feeds the next piece of output. Each rule reads the whole piece
+// in a loop of its own (a byte-at-a-time call into every rule cost more
+// than the rules); none reads another's state, and findings are kept in
+// order of Start, so the result is the same as a byte at a time.
 func (d *Detector) Write(p []byte) (int, error) {
-	if !d.closed {
-		for _, c := range p {
-			d.byteAt(c)
+	if d.closed || len(p) == 0 {
+		return len(p), nil
+	}
+	at := d.off
+	if d.lits != nil {
+		d.lits.write(p, at, d.reportLiteral)
+	}
+	if !d.noImages {
+		d.images(p, at)
+	}
+	if d.ov != nil && !d.ovDone {
+		if ok, s, e := d.ov.write(p, at); ok {
+			d.reportOverlap(s, e)
+		}
+	}
+	if d.cfg.Credentials {
+		for i := 0; i < len(p); {
+			if !plainCred[p[i]] || d.awsAt >= 0 {
+				d.credByte(p[i], at+i)
+				i++
+				continue
+			}
+			j := i + 1
+			for j < len(p) && plainCred[p[j]] {
+				j++
+			}
+			d.plainRun(p[i:j], at+i)
+			i = j
 		}
 		if d.inWord {
 			for d.credFrom < len(d.word) && !mayBeginCred(d.word, d.credFrom) {
@@ -264,6 +292,7 @@ func (d *Detector) Write(p []byte) (int, error) {
 			}
 		}
 	}
+	d.off += len(p)
 	return len(p), nil
 }
 
@@ -351,23 +380,50 @@ func isSpaceByte(c byte) bool {
 	return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v'
 }
 
-func (d *Detector) byteAt(c byte) {
-	at := d.off
-	d.off++
-	if d.lits != nil {
-		d.lits.byteAt(c, at, d.reportLiteral)
+// plainCred marks the bytes that only grow the word and the line: no
+// white space, no word break, none that an assignment (':', '='), a PEM
+// header ('-', 'B') or a word "aws" ('s') turns on. Most text is runs of
+// them, taken in one step by plainRun.
+var plainCred = func() (t [256]bool) {
+	for c := range 256 {
+		b := byte(c)
+		t[c] = !isSpaceByte(b) && !breaksWord(b) && !strings.ContainsRune(":=-BsS", rune(b))
 	}
-	if !d.noImages && (d.img != imgNone || c == '!') {
-		d.imageByte(c, at)
+	return t
+}()
+
+// plainRun feeds a run of plainCred bytes starting at offset at, outside
+// an AWS key window: what credByte does for each, at once.
+func (d *Detector) plainRun(run []byte, at int) {
+	if !d.inWord {
+		d.inWord, d.wordStart, d.credFrom = true, at, 0
 	}
-	if d.ov != nil && !d.ovDone {
-		if ok, s, e := d.ov.byteAt(c, at); ok {
-			d.reportOverlap(s, e)
-		}
+	d.word = append(d.word, run[:min(len(run), maxWord-len(d.word))]...)
+	if len(d.line) == 0 {
+		d.lineStart = at
 	}
-	if !d.cfg.Credentials {
-		return
+	d.line = append(d.line, run[:min(len(run), maxLine-len(d.line))]...)
+	d.dashes = 0
+	switch n := len(run); n {
+	case 1:
+		d.a0, d.a1, d.a2 = d.a1, d.a2, lower(run[0])
+	case 2:
+		d.a0, d.a1, d.a2 = d.a2, lower(run[0]), lower(run[1])
+	default:
+		d.a0, d.a1, d.a2 = lower(run[n-3]), lower(run[n-2]), lower(run[n-1])
 	}
+}
+
+// lower lower-cases an ASCII letter.
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// credByte feeds byte c at offset at to the credential rules.
+func (d *Detector) credByte(c byte, at int) {
 	if isSpaceByte(c) {
 		d.endWord()
 		if c == '\n' {
@@ -550,11 +606,10 @@ func redact(v string) string {
 }
 
 // add records a finding in order of Start, dropping exact duplicates (the
-// same span found by two rules).
+// same span found by two rules). Past maxFindings the latest in the text
+// are dropped, so which are kept does not depend on the order the rules
+// report in.
 func (d *Detector) add(f validator.Finding) {
-	if len(d.findings) >= maxFindings {
-		return
-	}
 	for _, g := range d.findings {
 		if g.Start == f.Start && g.End == f.End && g.Reason == f.Reason {
 			return
@@ -564,7 +619,12 @@ func (d *Detector) add(f validator.Finding) {
 		a := d.findings[i]
 		return a.Start > f.Start || a.Start == f.Start && a.End > f.End
 	})
-	d.findings = append(d.findings, validator.Finding{})
+	if i >= maxFindings {
+		return
+	}
+	if len(d.findings) < maxFindings {
+		d.findings = append(d.findings, validator.Finding{})
+	}
 	copy(d.findings[i+1:], d.findings[i:])
 	d.findings[i] = f
 }

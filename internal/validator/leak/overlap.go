@@ -264,6 +264,31 @@ func (o *overlap) byteAt(c byte, at int) (found bool, start, end int) {
 	return o.word(o.hash, o.wordStart, at)
 }
 
+// write feeds p, whose first byte is at offset at, and stops at the
+// first leak found.
+func (o *overlap) write(p []byte, at int) (found bool, start, end int) {
+	for i, c := range p {
+		if isWordByteOverlap(c) {
+			if !o.inWord {
+				o.inWord, o.hash, o.wordStart, o.wordOut = true, fnvOffset, at+i, false
+			}
+			o.hash = foldHash(o.hash, c)
+			if !o.wordOut && !o.mayBegin(o.hash) {
+				o.wordOut = true
+			}
+			continue
+		}
+		if !o.inWord {
+			continue
+		}
+		o.inWord = false
+		if ok, s, e := o.word(o.hash, o.wordStart, at+i); ok {
+			return true, s, e
+		}
+	}
+	return false, 0, 0
+}
+
 // flush ends the last word.
 func (o *overlap) flush(end int) (bool, int, int) {
 	if !o.inWord {

@@ -189,6 +189,7 @@ func placeholderSecret(v string) bool {
 // does not match inside "148120".
 type literalMatcher struct {
 	lits  []literal
+	first [256]bool // the bytes a literal begins with, both cases
 	maxLn int
 	ring  []byte // the last bytes fed, for the left word boundary
 	mask  int
@@ -211,6 +212,10 @@ func newLiteralMatcher(values []string) *literalMatcher {
 		l := literal{value: lv, fail: kmpFail(lv), edgeL: isWordByte(lv[0]), edgeR: isWordByte(lv[len(lv)-1]), pendingEnd: -1}
 		m.lits = append(m.lits, l)
 		m.maxLn = max(m.maxLn, len(lv))
+		m.first[lv[0]] = true
+		if c := lv[0]; c >= 'a' && c <= 'z' {
+			m.first[c-'a'+'A'] = true
+		}
 	}
 	size := 1
 	for size < m.maxLn+2 {
@@ -246,6 +251,47 @@ func kmpFail(p string) []int {
 		f[i+1] = k
 	}
 	return f
+}
+
+// write feeds p, whose first byte is at offset at. While no literal is
+// part-way matched it skips to the next byte that begins one.
+func (m *literalMatcher) write(p []byte, at int, report func(start, end int, value string)) {
+	for i := 0; i < len(p); i++ {
+		if m.idle() {
+			j := i
+			for j < len(p) && !m.first[p[j]] {
+				j++
+			}
+			m.skip(p[i:j])
+			if i = j; i == len(p) {
+				return
+			}
+		}
+		m.byteAt(p[i], at+i, report)
+	}
+}
+
+// idle reports whether no literal is part-way matched or waits for its
+// right boundary.
+func (m *literalMatcher) idle() bool {
+	for i := range m.lits {
+		if m.lits[i].state != 0 || m.lits[i].pendingEnd >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// skip records bytes that begin no literal: only the ring sees them.
+func (m *literalMatcher) skip(b []byte) {
+	if len(b) > len(m.ring) {
+		m.n += len(b) - len(m.ring)
+		b = b[len(b)-len(m.ring):]
+	}
+	for _, c := range b {
+		m.ring[m.n&m.mask] = c
+		m.n++
+	}
 }
 
 // byteAt feeds the output byte at offset at (bytes are fed in order from

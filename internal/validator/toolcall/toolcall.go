@@ -130,6 +130,21 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = []byte("{}")
 	}
+	// The json_schema check judges the arguments as it would a streamed
+	// response: a decisive parameters schema (the usual strict tool
+	// schema) is decided in one pass, without a second parse. Its
+	// scanner reads the whole document, so arguments it passes are JSON;
+	// only when it finds something are they scanned again, so that a
+	// syntax error is what is reported first.
+	var sv *jsonschema.Validator
+	if comp != nil {
+		sv = jsonschema.New(comp, nil)
+		sv.Write(args)
+		sv.Close()
+		if len(sv.Findings()) == 0 {
+			return nil
+		}
+	}
 	if e := jsonsyntax.Check(args); e != nil {
 		end := e.Offset + 1
 		if end > len(call.Arguments) {
@@ -144,15 +159,9 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 		}
 		return []validator.Finding{f}
 	}
-	if comp == nil {
+	if sv == nil {
 		return nil
 	}
-	// The json_schema check judges the arguments as it would a streamed
-	// response: a decisive parameters schema (the usual strict tool
-	// schema) is decided in one pass, without a second parse.
-	sv := jsonschema.New(comp, nil)
-	sv.Write(args)
-	sv.Close()
 	var out []validator.Finding
 	for _, f := range sv.Findings() {
 		out = append(out, validator.Finding{

@@ -1,18 +1,21 @@
 package toolcall
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
+	"github.com/aegis-sentinel/aegis/internal/validator/jsonsyntax"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
 )
 
 var tools = []validator.Tool{
 	{Name: "get_weather", Parameters: []byte(`{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"],"additionalProperties":false}`)},
 	{Name: "now"},
+	{Name: "open", Parameters: []byte(`{}`)},
 	{Name: "search", Parameters: []byte(`{"type":"object","properties":{"q":{"type":"string","minLength":1},"limit":{"type":"integer","minimum":1,"maximum":50}},"required":["q"]}`)},
 }
 
@@ -114,6 +117,9 @@ func FuzzToolCall(f *testing.F) {
 	for _, c := range cases {
 		f.Add(c.call.Name, c.call.Arguments)
 	}
+	for _, a := range []string{`{} {}`, `{}x`, `{"a":1`, `{"a":01}`, `[1,]`, `"s"`, `{"a":"\u12"}`, strings.Repeat("[", 200) + strings.Repeat("]", 200)} {
+		f.Add("open", a)
+	}
 	v := newV(f)
 	f.Fuzz(func(t *testing.T, name, args string) {
 		fs := v.CheckToolCall(validator.ToolCall{Name: name, Arguments: args})
@@ -124,6 +130,11 @@ func FuzzToolCall(f *testing.F) {
 		}
 		if _, known := v.tools[name]; !known && len(fs) == 0 {
 			t.Fatalf("unknown function %q passed", name)
+		}
+		// A call that passes has arguments that are JSON, whichever
+		// scanner read them.
+		if len(fs) == 0 && len(bytes.TrimSpace([]byte(args))) > 0 && jsonsyntax.Check([]byte(args)) != nil {
+			t.Fatalf("%q passed with arguments that are not JSON: %q", name, args)
 		}
 	})
 }

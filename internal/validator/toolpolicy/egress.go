@@ -159,20 +159,24 @@ func destinations(args string) []destination {
 		}
 		text := v.Text
 		n := len(out)
-		for _, m := range urlRE.FindAllStringIndex(text, 16) {
+		// Each pattern runs only where its fixed part appears ("://", "@",
+		// two capitals and two digits): most values hold none, and a
+		// regular expression costs more to start than the scan.
+		hasURL := strings.Contains(text, "://")
+		for _, m := range findAll(urlRE, text, hasURL) {
 			if u, err := url.Parse(text[m[0]:m[1]]); err == nil && u.Hostname() != "" {
 				h := strings.ToLower(u.Hostname())
 				i := strings.Index(strings.ToLower(text[m[0]:m[1]]), h)
 				out = append(out, destination{path: v.Path, value: h, start: m[0] + max(i, 0), end: m[0] + max(i, 0) + len(h), host: true})
 			}
 		}
-		for _, m := range emailRE.FindAllStringIndex(text, 16) {
-			if inURL(text, m[0]) {
+		for _, m := range findAll(emailRE, text, strings.IndexByte(text, '@') >= 0) {
+			if hasURL && inURL(text, m[0]) {
 				continue
 			}
 			out = append(out, destination{path: v.Path, value: strings.ToLower(text[m[0]:m[1]]), start: m[0], end: m[1]})
 		}
-		for _, m := range ibanRE.FindAllStringIndex(text, 16) {
+		for _, m := range findAll(ibanRE, text, mayHoldIBAN(text)) {
 			out = append(out, destination{path: v.Path, value: strings.ToLower(text[m[0]:m[1]]), start: m[0], end: m[1]})
 		}
 		if len(out) == n {
@@ -185,6 +189,28 @@ func destinations(args string) []destination {
 	}
 	return out
 }
+
+// findAll returns re's first 16 matches in text, or none when may is false.
+func findAll(re *regexp.Regexp, text string, may bool) [][]int {
+	if !may {
+		return nil
+	}
+	return re.FindAllStringIndex(text, 16)
+}
+
+// mayHoldIBAN reports whether text has what every IBAN begins with: two
+// capital letters and two digits.
+func mayHoldIBAN(text string) bool {
+	for i := 0; i+3 < len(text); i++ {
+		if isUpper(text[i]) && isUpper(text[i+1]) && isDigit(text[i+2]) && isDigit(text[i+3]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func inURL(text string, at int) bool {
 	for _, m := range urlRE.FindAllStringIndex(text, 16) {

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -251,9 +252,10 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	var args any
 	if s := strings.TrimSpace(call.Arguments); s != "" {
 		// Only rules read the decoded arguments; without any, checking
-		// that they are JSON is enough and costs no allocations.
+		// that they are JSON is enough, and the egress and shell checks
+		// read the values that one pass found.
 		if !ruled {
-			if !json.Valid([]byte(s)) {
+			if !toolcalls.Valid(call.Arguments) {
 				return nil // tool_call reports arguments that are not JSON
 			}
 		} else if json.Unmarshal([]byte(s), &args) != nil {
