@@ -61,10 +61,10 @@ the same postgres:// URL to each). --gateway keeps one gateway's incidents.
 					f.Reason = r
 				}
 				switch store.Kind(kind) {
-				case "", store.KindRetry, store.KindHalt, store.KindBlock, store.KindRedact:
+				case "", store.KindRetry, store.KindHalt, store.KindBlock, store.KindRedact, store.KindWarn:
 					f.Kind = store.Kind(kind)
 				default:
-					return usagef("unknown kind %q (want retry, halt, block or redact)", kind)
+					return usagef("unknown kind %q (want retry, halt, block, redact or warn)", kind)
 				}
 				st, err := openIncidents(db)
 				if err != nil {

@@ -27,6 +27,7 @@ const (
 	Halt                        // the request was stopped with an error code
 	RequestFinished             // the response to the client is complete
 	GuardStatus                 // a guard server or device changed state
+	Flag                        // a finding was recorded and what it was about let through (an MCP tool under "warn")
 )
 
 func (k Kind) String() string {
@@ -45,6 +46,8 @@ func (k Kind) String() string {
 		return "request_finished"
 	case GuardStatus:
 		return "guard_status"
+	case Flag:
+		return "flag"
 	}
 	return "unknown"
 }
@@ -55,7 +58,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 // UnmarshalText decodes a kind name, so events read back from JSON (the
 // fleet's event subjects) keep their kind.
 func (k *Kind) UnmarshalText(b []byte) error {
-	for c := RequestStarted; c <= GuardStatus; c++ {
+	for c := RequestStarted; c <= Flag; c++ {
 		if c.String() == string(b) {
 			*k = c
 			return nil

@@ -156,7 +156,7 @@ func (r *RequestLog) Handle(e events.Event) {
 		if e.Verdict != nil {
 			st.retryReasons = append(st.retryReasons, string(e.Verdict.Reason))
 		}
-	case events.Halt:
+	case events.Halt, events.Flag:
 		if e.Verdict != nil {
 			st.verdict = e.Verdict
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/store"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
@@ -98,16 +99,27 @@ func TestChangedToolInAListing(t *testing.T) {
 			if refused := errCode(m) == CodeRefused; refused == c.wantListed {
 				t.Errorf("call to the changed tool: %s", mustJSON(m))
 			}
-			// The incident carries the pin's finding.
+			// The incident carries the pin's finding; a tool listed with a
+			// warning is a warning, not a halt that was let through.
+			wantKind, wantIncident := events.Halt, store.KindBlock
+			if c.wantListed {
+				wantKind, wantIncident = events.Flag, store.KindWarn
+			}
 			found := false
 			for len(h.sub.C) > 0 {
 				e := <-h.sub.C
-				if e.Kind == events.Halt && e.Verdict != nil && len(e.Verdict.Findings) > 0 && e.Verdict.Findings[0].Check == "mcp_pin" {
+				if e.Kind == events.Halt && c.wantListed {
+					t.Errorf("a halt event for a tool listed with a warning: %+v", e.Verdict)
+				}
+				if e.Kind == wantKind && e.Verdict != nil && len(e.Verdict.Findings) > 0 && e.Verdict.Findings[0].Check == "mcp_pin" {
 					found = true
+					if inc := store.IncidentFromEvent(e); inc.Kind != wantIncident {
+						t.Errorf("incident kind %s, want %s", inc.Kind, wantIncident)
+					}
 				}
 			}
 			if !found {
-				t.Error("no halt event with the mcp_pin finding")
+				t.Errorf("no %s event with the mcp_pin finding", wantKind)
 			}
 		})
 	}

@@ -465,14 +465,15 @@ func (p *Proxy) flagTool(rep ToolReport, v *validator.Verdict) {
 	route := routePrefix + "tools/list"
 	p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool})
 	vv := *v
-	outcome := events.OutcomeBlocked
+	kind, outcome := events.Halt, events.OutcomeBlocked
 	if rep.Action == ActionWarn {
+		// Listed with a warning: recorded, not counted as a halt.
 		vv.Action = validator.ActionRelease
-		outcome = events.OutcomeReleased
+		kind, outcome = events.Flag, events.OutcomeReleased
 	} else {
 		vv.Action = validator.ActionBlock
 	}
-	p.publish(events.Event{Kind: events.Halt, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Attempt: 1, Verdict: &vv})
+	p.publish(events.Event{Kind: kind, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Attempt: 1, Verdict: &vv})
 	p.publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Outcome: outcome})
 	p.Metrics.tool(p.Server, rep.Tool, rep)
 	msgs := make([]string, 0, len(rep.Findings))

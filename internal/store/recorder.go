@@ -148,7 +148,7 @@ func (r *Recorder) handle(ctx context.Context, log *slog.Logger, e events.Event)
 			r.add(ctx, log, p.inc)
 		}
 		return
-	case events.Retry, events.Halt:
+	case events.Retry, events.Halt, events.Flag:
 	default:
 		return
 	}
@@ -197,7 +197,7 @@ func cmpOr[T comparable](a, b T) T {
 	return b
 }
 
-// IncidentFromEvent turns a Retry or Halt event into an incident (ID zero).
+// IncidentFromEvent turns a Retry, Halt or Flag event into an incident (ID zero).
 // The text is kept only when the event carries it, which the gateway does
 // only when the configuration allows logging outputs.
 func IncidentFromEvent(e events.Event) Incident {
@@ -216,6 +216,9 @@ func IncidentFromEvent(e events.Event) Incident {
 		Text:    e.Text,
 		HasText: e.Text != "",
 	}
+	if e.Kind == events.Flag {
+		inc.Kind = KindWarn
+	}
 	if e.Kind == events.Halt {
 		inc.Kind = KindHalt
 		switch {
@@ -230,9 +233,12 @@ func IncidentFromEvent(e events.Event) Incident {
 		inc.Findings = v.Findings
 	}
 	if inc.Action == "" {
-		if e.Kind == events.Halt {
+		switch e.Kind {
+		case events.Halt:
 			inc.Action = validator.ActionHalt
-		} else {
+		case events.Flag:
+			inc.Action = validator.ActionRelease
+		default:
 			inc.Action = validator.ActionRetryWithCorrection
 		}
 	}

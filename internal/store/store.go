@@ -37,8 +37,9 @@ import (
 var ErrNotFound = errors.New("incident not found")
 
 // Kind says whether an incident was a hidden retry, a halt, a block (the
-// input refused before generation), or a redaction (an MCP tool result
-// forwarded with its secrets replaced).
+// input refused before generation), a redaction (an MCP tool result
+// forwarded with its secrets replaced), or a warning (a finding recorded
+// and what it was about let through, as an MCP policy of "warn" does).
 type Kind string
 
 // The incident kinds.
@@ -47,6 +48,7 @@ const (
 	KindHalt   Kind = "halt"
 	KindBlock  Kind = "block"
 	KindRedact Kind = "redact"
+	KindWarn   Kind = "warn"
 )
 
 func (k Kind) String() string { return string(k) }

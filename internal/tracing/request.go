@@ -193,6 +193,11 @@ func (r *recorder) note(e events.Event) {
 		}
 		r.span.AddEvent("halt", at, trace.WithAttributes(KeyReason.String(reason(e.Verdict))))
 		r.span.SetStatus(codes.Error, "halted: "+reason(e.Verdict))
+	case events.Flag:
+		if e.Verdict != nil {
+			r.span.SetAttributes(verdictAttrs(e.Verdict)...)
+		}
+		r.span.AddEvent("flag", at, trace.WithAttributes(KeyReason.String(reason(e.Verdict))))
 	case events.RequestFinished:
 		r.span.SetAttributes(KeyOutcome.String(e.Outcome), KeyAttempts.Int(max(e.Attempt, r.attemptN)))
 		if e.Status != 0 {
