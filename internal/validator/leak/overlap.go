@@ -244,26 +244,6 @@ func cachedOverlap(system string, k, minWords, minLeak int, frac float64, maxGap
 		words: make([]uint64, t.k), starts: make([]int, t.k), seq: make([]uint64, t.k)}
 }
 
-// byteAt feeds the output byte at offset at. It returns true, with the
-// run's start and the end offset, when a leak is found.
-func (o *overlap) byteAt(c byte, at int) (found bool, start, end int) {
-	if isWordByteOverlap(c) {
-		if !o.inWord {
-			o.inWord, o.hash, o.wordStart, o.wordOut = true, fnvOffset, at, false
-		}
-		o.hash = foldHash(o.hash, c)
-		if !o.wordOut && !o.mayBegin(o.hash) {
-			o.wordOut = true // sticky: no longer word begins the same way
-		}
-		return false, 0, 0
-	}
-	if !o.inWord {
-		return false, 0, 0
-	}
-	o.inWord = false
-	return o.word(o.hash, o.wordStart, at)
-}
-
 // write feeds p, whose first byte is at offset at, and stops at the
 // first leak found.
 func (o *overlap) write(p []byte, at int) (found bool, start, end int) {
