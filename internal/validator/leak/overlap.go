@@ -108,7 +108,7 @@ func wordSpans(s string) (hashes []uint64, starts []int) {
 }
 
 // prefixesOfWord calls add with the hash of every prefix of the word that
-// starts at s[from], as byteAt computes them while the word streams.
+// starts at s[from], as write computes them while the word streams.
 func prefixesOfWord(s string, from int, add func(uint64)) {
 	h := uint64(fnvOffset)
 	for i := from; i < len(s) && isWordByteOverlap(s[i]); i++ {
