@@ -134,6 +134,11 @@ type Gateway struct {
 	// readHook, when set, is called after the upstream reader queued a
 	// payload (tests pace a fake clock with it).
 	readHook func()
+	// waitHook, when set, is called each time an attempt's loop is about
+	// to wait for what happens next, with the number of payloads it has
+	// taken from its reader so far: tests move a fake clock only once the
+	// gateway has taken in what the reader queued.
+	waitHook func(taken int)
 
 	kinds kinds // detection of upstreams down at start (detect.go)
 

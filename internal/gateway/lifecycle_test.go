@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +89,8 @@ func (p *pacedUpstream) serve(w http.ResponseWriter, r *http.Request) {
 type guarded struct {
 	gw     *Gateway
 	read   chan struct{} // a payload was read from the upstream
+	reads  atomic.Int64  // payloads read from the upstream
+	loop   *loopWatch
 	clk    *clock.Fake
 	guards chan *validatortest.Guard
 	url    string
@@ -96,7 +99,8 @@ type guarded struct {
 func newGuarded(t *testing.T, up *pacedUpstream, policyDoc string, deadline time.Duration, failOpen bool, cadence int) *guarded {
 	t.Helper()
 	noLeaks(t)
-	gd := &guarded{clk: clock.NewFake(lifeStart), guards: make(chan *validatortest.Guard, 8), read: make(chan struct{}, 1024)}
+	gd := &guarded{clk: clock.NewFake(lifeStart), guards: make(chan *validatortest.Guard, 8), read: make(chan struct{}, 1024),
+		loop: newLoopWatch()}
 	u := fakeUpstream(t, up.serve)
 	g := &Gateway{Upstreams: []*upstream.Upstream{u}, Clock: gd.clk, IdleTimeout: time.Second,
 		Policy: withCheck(mustPolicy(t, policyDoc), "guard_llm", func(*validator.Request) validator.Validator {
@@ -104,7 +108,7 @@ func newGuarded(t *testing.T, up *pacedUpstream, policyDoc string, deadline time
 			gd.guards <- g
 			return g
 		}),
-		readHook: func() { gd.read <- struct{}{} }}
+		readHook: func() { gd.reads.Add(1); gd.read <- struct{}{} }, waitHook: gd.loop.hook}
 	gd.gw = g
 	// A test that fails while the gateway still waits on the fake clock
 	// must not hang in the server's Close: the first cleanup keeps the
@@ -235,39 +239,81 @@ func TestServeLateGuardFail(t *testing.T) {
 }
 
 // advanceToEnd moves the fake clock from timer to timer until the answer
-// comes, never past limit. The gateway's deadlines come from arrival
-// times, not from when it got round to a timer, so jumping ahead is safe.
-func advanceToEnd(t *testing.T, clk *clock.Fake, res <-chan answer, limit time.Time) (answer, time.Time) {
+// comes, never past limit. Before each step it waits until the gateway
+// has taken in everything the upstream sent and waits again (an end of
+// stream it just read disarms its idle timer and closes the checks), so
+// the clock never jumps over something the gateway has still to see. The
+// gateway's deadlines come from arrival times, not from when it got round
+// to a timer, so jumping ahead is safe.
+func (gd *guarded) advanceToEnd(t *testing.T, res <-chan answer, limit time.Time) (answer, time.Time) {
 	t.Helper()
+	clk := gd.clk
+	waits := -1
 	for {
-		armed := clk.Armed()
-		select {
-		case a := <-res:
-			return a, clk.Now()
-		default:
+		var a *answer
+		if waits, a = gd.settle(t, res, waits); a != nil {
+			return *a, clk.Now()
 		}
-		// The upstream reader signals a read before the attempt loop has
-		// taken it in: give the gateway a moment to finish (an end of
-		// stream it just read disarms its stall timer) before the clock
-		// jumps to the next timer. Not a timing assertion: a slower
-		// machine only makes the test take longer to see the same thing.
-		time.Sleep(20 * time.Millisecond)
 		next, ok := time.Time{}, false
 		for _, at := range clk.Timers() {
 			if at.After(clk.Now()) && !at.After(limit) && (!ok || at.Before(next)) {
 				next, ok = at, true
 			}
 		}
-		if ok {
-			clk.Set(next)
-			continue
+		if !ok {
+			t.Fatalf("the gateway waits with no timer due by %s after the start and no answer (timers %v)",
+				limit.Sub(lifeStart), clk.Timers())
+		}
+		clk.Set(next)
+	}
+}
+
+// loopWatch follows the gateway's attempt loop through its waitHook: how
+// many times it came back to wait, and how many payloads it had taken
+// from the upstream's reader then.
+type loopWatch struct {
+	mu      sync.Mutex
+	waits   int
+	taken   int
+	changed chan struct{} // closed and replaced at each wait
+}
+
+func newLoopWatch() *loopWatch { return &loopWatch{changed: make(chan struct{})} }
+
+func (w *loopWatch) hook(taken int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waits++
+	w.taken = taken
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+func (w *loopWatch) state() (waits, taken int, changed <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waits, w.taken, w.changed
+}
+
+// settle waits until the gateway's attempt loop waits again after its
+// wait number after (-1: any), having taken in every payload the upstream
+// reader queued so far, and returns that wait's number; or until the
+// answer comes, which it returns instead. The tests using it make one
+// attempt, so the reads and the loop's count are of the same reader.
+func (gd *guarded) settle(t *testing.T, res <-chan answer, after int) (int, *answer) {
+	t.Helper()
+	for {
+		waits, taken, changed := gd.loop.state()
+		if waits > after && taken >= int(gd.reads.Load()) {
+			return waits, nil
 		}
 		select {
 		case a := <-res:
-			return a, clk.Now()
-		case <-armed:
+			return waits, &a
+		case <-changed:
 		case <-time.After(30 * time.Second): // a hang, not a timing assertion
-			t.Fatalf("no answer by %s after the start (timers %v)", clk.Now().Sub(lifeStart), clk.Timers())
+			t.Fatalf("the gateway neither answered nor took in the %d payloads read (it took %d) at %s after the start",
+				gd.reads.Load(), taken, gd.clk.Now().Sub(lifeStart))
 		}
 	}
 }
@@ -292,20 +338,25 @@ func TestServeGuardPastDeadline(t *testing.T) {
 				gd := newGuarded(t, up, doc, deadline, open, 8)
 				res := gd.ask(t, stream)
 				receive(t, gd.guards, "guard")
-				// Every payload read (and the end) moves the upstream's time
-				// 200 ms on and lets it send the next one.
+				// Every payload read, once the gateway has taken it in,
+				// moves the upstream's time 200 ms on and lets it send the
+				// next one.
 				var early *answer
+				waits := -1
 				for reads := 0; reads <= len(chunks) && early == nil; {
 					select {
 					case <-gd.read:
 						reads++
-						if reads <= len(chunks) {
+						if reads > len(chunks) {
+							break
+						}
+						if waits, early = gd.settle(t, res, waits); early == nil {
 							gd.clk.Advance(200 * time.Millisecond)
 							up.pace <- struct{}{}
 						}
 					case a := <-res:
 						early = &a
-					case <-time.After(30 * time.Second):
+					case <-time.After(30 * time.Second): // a hang, not a timing assertion
 						t.Fatal("the upstream was not read")
 					}
 				}
@@ -315,7 +366,7 @@ func TestServeGuardPastDeadline(t *testing.T) {
 				} else if receive(t, up.cancelled, "upstream end") {
 					t.Fatal("the upstream was cancelled")
 				}
-				a, at := advanceToEnd(t, gd.clk, res, end.Add(deadline+100*time.Millisecond))
+				a, at := gd.advanceToEnd(t, res, end.Add(deadline+100*time.Millisecond))
 				if a.verdict.Reason == validator.ReasonStall || a.code == "aegis_stall" {
 					t.Fatalf("a slow guard made a stall: %+v", a)
 				}

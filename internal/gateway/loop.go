@@ -65,6 +65,9 @@ func (l *attemptLoop) run(clk clock.Clock) result {
 // wait handles the next thing that happens and returns the attempt's
 // step after it, or the result that ends the attempt.
 func (l *attemptLoop) wait() (pipeline.Step, *result) {
+	if h := l.x.g.waitHook; h != nil {
+		h(l.rd.taken())
+	}
 	select {
 	case <-l.rd.ready:
 		step, res := l.onBatch()

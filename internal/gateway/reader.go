@@ -63,6 +63,7 @@ type reader struct {
 	spare  []upChunk // the queue the gateway took last, free again at the next take
 	qMax   int       // the longest the queue was
 	qBytes int
+	took   int    // payloads the gateway has taken (less those put back with unread)
 	blk    *block // the block payloads are copied into
 	blocks struct{ used, recycled int }
 	last   time.Time // arrival of the last payload (the start before one)
@@ -327,6 +328,7 @@ func (r *reader) take() []upChunk {
 	defer r.mu.Unlock()
 	q := r.q
 	r.q, r.spare, r.qBytes = r.spare[:0], q, 0
+	r.took += len(q)
 	select {
 	case r.space <- struct{}{}:
 	default:
@@ -340,6 +342,7 @@ func (r *reader) unread(q []upChunk) {
 		return
 	}
 	r.mu.Lock()
+	r.took -= len(q)
 	r.q = append(append([]upChunk(nil), q...), r.q...)
 	r.qMax = max(r.qMax, len(r.q))
 	for _, c := range q {
@@ -382,6 +385,13 @@ func (r *reader) next(ctx context.Context) func() ([]byte, error) {
 		}
 		return c.p, nil
 	}
+}
+
+// taken is the number of payloads the gateway has taken and kept.
+func (r *reader) taken() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.took
 }
 
 // lastArrival is when the upstream last sent something.
