@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,18 +92,32 @@ func TestRecommendThreads(t *testing.T) {
 	}
 }
 
-// fakeSweep is a machine where the guard's verdict takes base/threads
-// and, beside a decoding main model, stalls when it takes every core;
-// the main model loses share with the guard's threads. Verdict times are
-// the fake's, not measured.
+// fakeSweep is a machine where the guard's verdict takes 12 s/threads
+// and, beside a decoding main model, stalls (ten times slower) when it
+// takes every core; the main model, beside a verdict, loses a share that
+// grows with the guard's threads. Verdict times are the fake's, not
+// measured, and what overlaps is decided by handshakes, not by timing:
+// each decode beside the guard hands itself to the verdict loop's next
+// call, which answers while that decode runs, and the decode ends only
+// when the loop calls again (so the verdict was recorded beside it).
+// A row runs, as the sweep does, samples verdicts alone, samples decodes
+// alone, then decodes beside the verdict loop.
 type fakeSweep struct {
 	cores   int
+	samples int // decodes alone per row; the later ones run beside verdicts
+	failAt  int
+	decodes chan *fakeDecode // a decode beside the guard waits for a verdict
+
 	mu      sync.Mutex
-	busy    bool // the main model decodes
 	threads int
 	started []int
-	failAt  int
+	decoded int         // decodes since the guard started
+	pending *fakeDecode // the decode the last verdict answered beside
 }
+
+// fakeDecode is one decode beside the guard: recorded is closed when the
+// verdict loop comes back after the verdict it ran beside this decode.
+type fakeDecode struct{ recorded chan struct{} }
 
 type fakeGuard struct{ f *fakeSweep }
 
@@ -111,37 +126,69 @@ func (f *fakeSweep) StartGuard(_ context.Context, threads int) (SweepGuard, func
 		return nil, nil, errors.New("server did not start")
 	}
 	f.mu.Lock()
-	f.threads = threads
+	f.threads, f.decoded, f.pending = threads, 0, nil
 	f.started = append(f.started, threads)
 	f.mu.Unlock()
 	return fakeGuard{f}, func() {}, nil
 }
 
 func (g fakeGuard) Verdict(ctx context.Context) (time.Duration, error) {
-	time.Sleep(100 * time.Microsecond) // lets the decode loop run
-	g.f.mu.Lock()
-	defer g.f.mu.Unlock()
-	d := time.Duration(12000/g.f.threads) * time.Millisecond
-	if g.f.busy && g.f.threads >= g.f.cores {
-		d *= 10
+	f := g.f
+	f.mu.Lock()
+	threads, beside := f.threads, f.decoded > 0
+	if f.pending != nil { // the loop is back: the last verdict was recorded
+		close(f.pending.recorded)
+		f.pending = nil
 	}
-	return d, ctx.Err()
+	f.mu.Unlock()
+	d := time.Duration(12000/threads) * time.Millisecond
+	if !beside {
+		return d, nil
+	}
+	select {
+	case dec := <-f.decodes: // this verdict runs while dec decodes
+		if threads >= f.cores {
+			d *= 10
+		}
+		f.mu.Lock()
+		f.pending = dec
+		f.mu.Unlock()
+		return d, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
-func (f *fakeSweep) MainDecode(context.Context) (float64, error) {
+func (f *fakeSweep) MainDecode(ctx context.Context) (float64, error) {
 	f.mu.Lock()
-	f.busy = true
+	f.decoded++
+	threads, beside := f.threads, f.decoded > f.samples
 	f.mu.Unlock()
-	time.Sleep(2 * time.Millisecond) // verdicts run meanwhile
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.busy = false
-	return 340 - float64(f.threads), nil
+	speed := 340 - float64(threads)
+	if !beside {
+		return speed, nil
+	}
+	dec := &fakeDecode{recorded: make(chan struct{})}
+	select {
+	case f.decodes <- dec:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("no verdict ran beside the decode: %w", ctx.Err())
+	}
+	select {
+	case <-dec.recorded:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("the verdict beside the decode was not recorded: %w", ctx.Err())
+	}
+	return speed * (1 - float64(threads)/1000), nil
 }
 
 func TestRunThreadSweep(t *testing.T) {
-	f := &fakeSweep{cores: 16, failAt: 10}
-	s, err := RunThreadSweep(context.Background(), f, []int{16, 14, 10, 8}, 3)
+	f := &fakeSweep{cores: 16, samples: 3, failAt: 10, decodes: make(chan *fakeDecode)}
+	// A sweep that never overlaps verdicts with decodes would wait forever
+	// in the fake: the deadline turns that hang into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := RunThreadSweep(ctx, f, []int{16, 14, 10, 8}, f.samples)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,17 +196,23 @@ func TestRunThreadSweep(t *testing.T) {
 		t.Fatalf("rows %+v", s.Rows)
 	}
 	for _, r := range []ThreadRow{s.Rows[0], s.Rows[1], s.Rows[3]} {
-		if r.VerdictAlone.N != 3 || r.MainAlone.N != 3 || r.MainBeside.N != 3 || r.VerdictBeside.N == 0 {
+		if r.VerdictAlone.N != 3 || r.MainAlone.N != 3 || r.MainBeside.N != 3 || r.VerdictBeside.N != 3 {
 			t.Errorf("t%d: samples alone %d, main %d/%d, beside %d", r.Threads, r.VerdictAlone.N, r.MainAlone.N, r.MainBeside.N, r.VerdictBeside.N)
+		}
+		if want := 1 - float64(r.Threads)/1000; math.Abs(r.MainShare()-want) > 1e-9 {
+			t.Errorf("t%d: main share %.4f, want %.4f", r.Threads, r.MainShare(), want)
 		}
 	}
 	if s.Rows[0].VerdictBeside.Median <= s.Rows[0].VerdictAlone.Median {
 		t.Errorf("16 threads beside decode %v, alone %v: the fake stalls it", s.Rows[0].VerdictBeside.Median, s.Rows[0].VerdictAlone.Median)
 	}
+	if s.Rows[1].VerdictBeside.Median != s.Rows[1].VerdictAlone.Median {
+		t.Errorf("14 threads beside decode %v, alone %v: the fake does not stall it", s.Rows[1].VerdictBeside.Median, s.Rows[1].VerdictAlone.Median)
+	}
 	if s.Recommended != 14 {
 		t.Errorf("recommended %d (%s), want 14", s.Recommended, s.Reason)
 	}
-	if _, err := RunThreadSweep(context.Background(), f, nil, 3); err == nil {
+	if _, err := RunThreadSweep(ctx, f, nil, 3); err == nil {
 		t.Error("no thread counts accepted")
 	}
 }
