@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -84,12 +83,8 @@ func TestServeSetupConventions(t *testing.T) {
 				done <- Run(ctx, []string{"serve", "--port", port}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 			}()
 			defer func() { cancel(); <-done }()
-			for !strings.Contains(errw.String(), "listening on") {
-				select {
-				case code := <-done:
-					t.Fatalf("exit %d: %s", code, errw.String())
-				case <-time.After(10 * time.Millisecond):
-				}
+			if code, ok := errw.waitFor("listening on", done); !ok {
+				t.Fatalf("exit %d: %s", code, errw.String())
 			}
 			if !strings.Contains(errw.String(), tc.wantLog) || !strings.Contains(errw.String(), "127.0.0.1:"+port) {
 				t.Fatalf("start log: %s", errw.String())

@@ -26,14 +26,53 @@ import (
 // lockedBuffer is a bytes.Buffer safe for the server's log writes and the
 // test's reads at once.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // closed at the next Write; nil when nobody waits
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.wrote != nil {
+		close(l.wrote)
+		l.wrote = nil
+	}
 	return l.b.Write(p)
+}
+
+// Changed returns a channel closed at the next Write: a test takes it,
+// looks at the log, and waits on it when what it looks for is not there
+// yet.
+func (l *lockedBuffer) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wrote == nil {
+		l.wrote = make(chan struct{})
+	}
+	return l.wrote
+}
+
+// waitListening waits until serve's JSON log says where it listens and
+// returns that URL; it fails when serve (done) exits first. No wall-clock
+// limit: go test's -timeout ends a start that never ends.
+func waitListening(t *testing.T, logs *lockedBuffer, done <-chan int) string {
+	t.Helper()
+	for {
+		changed := logs.Changed()
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line struct{ URL, Msg string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" && strings.HasPrefix(line.Msg, "listening") {
+				return line.URL
+			}
+		}
+		select {
+		case <-changed:
+		case code := <-done:
+			t.Fatalf("serve exited %d before listening; log:\n%s", code, logs.String())
+		}
+	}
 }
 
 func (l *lockedBuffer) String() string {
@@ -67,23 +106,7 @@ func startServe(t *testing.T, upstreamURL, db, policyFile string) string {
 			t.Errorf("serve exited %d; log:\n%s", code, logs.String())
 		}
 	})
-	// No wall-clock limit: serve either says where it listens or exits;
-	// go test's -timeout ends a start that never ends.
-	for {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var line struct{ URL, Msg string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" && strings.HasPrefix(line.Msg, "listening") {
-				return line.URL
-			}
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d before listening; log:\n%s", code, logs.String())
-		default:
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitListening(t, logs, done)
 }
 
 // chat sends one non-streaming chat request and returns Aegis's verdict

@@ -115,7 +115,7 @@ func (r *reloader) watched(cfg *serveConfig) []string {
 func (r *reloader) reload(ctx context.Context, why string) error {
 	notifyReloading()
 	defer notifyReady()
-	err := r.try(ctx)
+	done, err := r.try(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -130,13 +130,18 @@ func (r *reloader) reload(ctx context.Context, why string) error {
 	r.status.LastError, r.status.FailedAt = "", time.Time{}
 	r.status.LoadedAt = time.Now()
 	r.status.Policy = r.live.cur.Load().Policy.Source
+	// The outcome is logged once it shows in the metrics and the status,
+	// as a refusal is: who reads the log sees them agree.
+	r.log.Info(done)
 	return nil
 }
 
-func (r *reloader) try(ctx context.Context) error {
+// try builds and serves the new gateway; it returns the line that logs
+// the reload.
+func (r *reloader) try(ctx context.Context) (string, error) {
 	cfg, err := r.load()
 	if err != nil {
-		return err
+		return "", err
 	}
 	cfg.Incidents.gateway = r.first.Incidents.gateway
 	changed := restartOnly(r.first, cfg)
@@ -145,15 +150,15 @@ func (r *reloader) try(ctx context.Context) error {
 	cfg.GuardServer, cfg.Fleet = r.first.GuardServer, r.first.Fleet
 	pol, err := servePolicy(cfg, r.policy)
 	if err != nil {
-		return err
+		return "", err
 	}
 	input, err := serveInputGuard(pol, cfg.GuardClassifier)
 	if err != nil {
-		return err
+		return "", err
 	}
 	g, names, err := r.b.build(ctx, cfg, pol, input)
 	if err != nil {
-		return err
+		return "", err
 	}
 	r.live.cur.Store(g)
 	r.mu.Lock()
@@ -162,8 +167,7 @@ func (r *reloader) try(ctx context.Context) error {
 	for _, f := range changed {
 		r.log.Warn("configuration changed where only a restart applies it; the running value stays", "key", f)
 	}
-	r.log.Info(fmt.Sprintf("configuration reloaded: guarding %v with policy %s", names, pol.Source))
-	return nil
+	return fmt.Sprintf("configuration reloaded: guarding %v with policy %s", names, pol.Source), nil
 }
 
 // restartOnly names the keys whose change a reload does not apply: the

@@ -89,12 +89,18 @@ func reloads(t *testing.T, base, result string) int {
 	return 0
 }
 
-// waitReloads waits until the counter of result reaches n. No wall-clock
-// limit: go test's -timeout ends a reload that never comes.
-func waitReloads(t *testing.T, base, result string, n int) {
+// waitReloads waits until the counter of result reaches n. A reload logs
+// its outcome once it is counted, so the counter is looked at again at
+// every log line. No wall-clock limit: go test's -timeout ends a reload
+// that never comes.
+func waitReloads(t *testing.T, base string, logs *lockedBuffer, result string, n int) {
 	t.Helper()
-	for reloads(t, base, result) < n {
-		time.Sleep(20 * time.Millisecond)
+	for {
+		changed := logs.Changed()
+		if reloads(t, base, result) >= n {
+			return
+		}
+		<-changed
 	}
 }
 
@@ -156,7 +162,7 @@ func TestServeReloadPolicy(t *testing.T) {
 	<-up.holding // the first request is under way, under the policy banning zebra
 
 	writeAtomically(t, pol, banning("apple"))
-	waitReloads(t, base, "ok", 1)
+	waitReloads(t, base, logs, "ok", 1)
 	if text, reason := askStream(t, base); reason != "aegis_banned_content" {
 		t.Errorf("a request after the change got %q, %q: not halted by the new policy", text, reason)
 	}
@@ -167,7 +173,7 @@ func TestServeReloadPolicy(t *testing.T) {
 
 	// A broken file: refused, said where, the policy in force stays.
 	writeAtomically(t, pol, banning("apple")+"\tmax_retries: 1\n")
-	waitReloads(t, base, "failed", 1)
+	waitReloads(t, base, logs, "failed", 1)
 	if _, reason := askStream(t, base); reason != "aegis_banned_content" {
 		t.Errorf("after a refused reload a request got reason %q: the policy in force was lost", reason)
 	}
@@ -188,11 +194,11 @@ func TestServeReloadPolicy(t *testing.T) {
 
 	// SIGHUP reloads the fixed file.
 	writeAtomically(t, pol, banning("zebra"))
-	waitReloads(t, base, "ok", 2)
+	waitReloads(t, base, logs, "ok", 2)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitReloads(t, base, "ok", 3)
+	waitReloads(t, base, logs, "ok", 3)
 	if text, reason := askStream(t, base); reason != "" || text != "one apple." {
 		t.Errorf("after the reloads a request got %q, %q: want it passed under the policy banning zebra", text, reason)
 	}
@@ -226,21 +232,7 @@ func startServeLogs(t *testing.T, logs *lockedBuffer, args ...string) string {
 			t.Errorf("serve exited %d; log:\n%s", code, logs.String())
 		}
 	})
-	for {
-		sc := bufio.NewScanner(strings.NewReader(logs.String()))
-		for sc.Scan() {
-			var line struct{ URL, Msg string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.URL != "" && strings.HasPrefix(line.Msg, "listening") {
-				return line.URL
-			}
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d before listening; log:\n%s", code, logs.String())
-		default:
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitListening(t, logs, done)
 }
 
 func TestRestartOnly(t *testing.T) {
