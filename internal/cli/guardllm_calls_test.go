@@ -44,9 +44,14 @@ func TestGuardLLMCallsCounted(t *testing.T) {
 	device := u.Host
 	var calls, timed float64
 	// The call was made before the answer (release: buffer waits for the
-	// guard); its event reaches the collector asynchronously.
-	for try := 0; calls == 0 || timed == 0; try++ {
-		if try == 200 {
+	// guard); its event reaches the metrics collector on the collector's
+	// goroutine, which says nothing when it has. So /metrics is read
+	// until the call shows, within a bound far past any scheduling delay:
+	// only a call that is never counted fails.
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for giveUp := time.Now().Add(time.Minute); calls == 0 || timed == 0; <-poll.C {
+		if time.Now().After(giveUp) {
 			t.Fatalf("no guard call counted under device=%q: calls %v, timed %v", device, calls, timed)
 		}
 		mr, err := http.Get(base + "/metrics")
@@ -73,11 +78,8 @@ func TestGuardLLMCallsCounted(t *testing.T) {
 				}
 			}
 		}
-		if calls == 0 {
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("request answered %d", resp.StatusCode)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if calls == 0 && resp.StatusCode != http.StatusOK {
+			t.Fatalf("request answered %d", resp.StatusCode)
 		}
 	}
 	t.Logf("aegis_guard_calls_total{device=%q} = %v, %v timed", device, calls, timed)

@@ -28,8 +28,10 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	closed := false
+	// A deadline far past any verdict's time, also on a loaded machine:
+	// the guard must answer, how fast is the benchmarks' business.
 	gc := guardServerConfig{Model: env.Model, Device: "auto", LlamaServer: env.LlamaServer,
-		Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}, FailOpen: &closed}
+		Env: []string{"GGML_VK_VISIBLE_DEVICES=0"}, FailOpen: &closed, Deadline: time.Minute}
 	sup, err := startGuardServer(ctx, gc, &events.Bus{}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +57,7 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	text := "The sun is the star at the centre of the solar system. It gives light and heat."
 	g.Write([]byte(text))
 	g.Close()
-	for !g.Done() { // no wall-clock limit: the guard's own deadline ends it
-		g.Tick(time.Now())
-		time.Sleep(10 * time.Millisecond)
-	}
-	g.Wait()
+	waitGuard(g)
 	for _, f := range g.Findings() {
 		if f.Reason == validator.ReasonGuardUnavailable {
 			t.Fatalf("the supervised guard server did not answer: %+v", f)
@@ -80,4 +78,31 @@ func TestServeGuardAutoPlacesAndJudges(t *testing.T) {
 	if fs := vs[0].Findings(); len(fs) != 1 || fs[0].Reason != validator.ReasonGuardUnavailable {
 		t.Fatalf("with the guard server stopped, findings %+v; want guard_unavailable", fs)
 	}
+}
+
+// waitGuard waits until g's final verdict is in: woken by g when a call
+// ends, and at its next deadline to let g give the call up. No wall-clock
+// limit of its own: the guard's deadline ends a call that never answers.
+func waitGuard(g *llm.Guard) {
+	woke := make(chan struct{}, 1)
+	g.Notify(func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	defer g.Notify(nil)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for g.Tick(time.Now()); !g.Done(); g.Tick(time.Now()) {
+		t.Stop()
+		if d := g.NextDeadline(); !d.IsZero() {
+			t.Reset(time.Until(d))
+		}
+		select {
+		case <-woke:
+		case <-t.C:
+		}
+	}
+	g.Wait()
 }

@@ -40,14 +40,8 @@ func judged(t *testing.T, pol *policy.Policy) judgement {
 	}
 	defer a.Stop()
 	a.Feed([]byte(unjudgedText), time.Now())
-	st := a.CloseAt(time.Now())
-	for st.State != pipeline.Done { // the guard's deadline ends it
-		select {
-		case <-a.Notify():
-		case <-time.After(20 * time.Millisecond):
-		}
-		st = a.Tick(time.Now())
-	}
+	now := time.Now()
+	st := pipeline.Wait(a, a.CloseAt(now), now) // the guard's deadline ends it
 	return judgement{a.Verdict(1), st.Release}
 }
 
