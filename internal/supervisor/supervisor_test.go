@@ -41,7 +41,8 @@ func noLeaks(t *testing.T) func() {
 
 func stop(t *testing.T, s *Supervisor, w *fakeWorld) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// A bound on a Stop that hangs, far past what a loaded machine takes.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := s.Stop(ctx); err != nil {
 		t.Fatal(err)
