@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -83,13 +84,34 @@ func TestTestbedKeepAliveMax(t *testing.T) {
 }
 
 // TestTestbedDisconnect: a client that goes away cancels the upstream
-// generation. The Vulkan (llvmpipe) server generates at about 100 tok/s, so
-// a 400-token answer would keep its slot busy for seconds; after the
-// disconnect the slot must be free within a second.
+// generation. A proxy between the gateway and the Vulkan (llvmpipe)
+// llama-server sees whether the gateway gave up its request before the
+// 400-token answer was whole (at about 100 tok/s it takes seconds, while
+// noticing a closed client takes the gateway no time to speak of); the
+// server's slot is then free. How soon it was freed is logged, not
+// asserted: on a loaded machine it is a measurement, not a verdict.
 func TestTestbedDisconnect(t *testing.T) {
 	env := testbed.Require(t, "llama-vulkan")
+	target, err := url.Parse(env.LlamaVulkanURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.FlushInterval = -1
+	rp.ErrorLog = log.New(io.Discard, "", 0) // the cancelled request's copy error is expected
+	gaveUp := make(chan bool, 1)             // the gateway cancelled the generation's request
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" {
+			// Deferred: the proxy ends a response the client gave up on
+			// with a panic (http.ErrAbortHandler).
+			defer func() { gaveUp <- r.Context().Err() != nil }()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
 	up := mustUpstream(t, "vulkan", env.LlamaVulkanURL, upstream.KindLlamaServer)
-	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
+	via := mustUpstream(t, "vulkan", proxy.URL, upstream.KindLlamaServer)
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{via}})
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Tell a long story."}],"stream":true,"temperature":0,"max_tokens":400,"id_slot":0}`)
 	br := bufio.NewReader(resp.Body)
 	for n := 0; n < 6; {
@@ -124,11 +146,20 @@ func TestTestbedDisconnect(t *testing.T) {
 	}
 	resp.Body.Close()
 	t0 := time.Now()
-	for busy() {
-		if time.Since(t0) > time.Second {
-			t.Fatal("slot 0 still processing 1s after the client disconnected")
+	select {
+	case cancelled := <-gaveUp:
+		if !cancelled {
+			t.Fatal("the gateway read the upstream's answer to its end after the client went away")
 		}
-		time.Sleep(20 * time.Millisecond)
+	case <-time.After(time.Minute): // a hang, not a timing assertion
+		t.Fatal("the gateway's upstream request neither ended nor was cancelled")
+	}
+	// The slot frees once the server notices; a poll, as llama-server
+	// announces nothing, bounded only against a hang.
+	for giveUp := time.Now().Add(time.Minute); busy(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(giveUp) {
+			t.Fatal("slot 0 still processing a minute after the gateway cancelled")
+		}
 	}
 	t.Logf("slot freed %s after the disconnect", time.Since(t0))
 }
