@@ -102,12 +102,17 @@ func Navigate(t testing.TB, ctx context.Context, url string) {
 	}
 }
 
+// minWait is the least time Wait gives a page: a browser on a loaded
+// machine may take seconds to apply what it was sent, and a wait's bound
+// is there to end a hang, never to judge speed.
+const minWait = time.Minute
+
 // Wait polls the JavaScript expression until it is truthy and returns
-// its value, or fails the test after timeout with what describe (another
-// expression) says about the page.
+// its value, or fails the test after timeout (at least minWait) with what
+// describe (another expression) says about the page.
 func Wait[T any](t testing.TB, ctx context.Context, expr string, timeout time.Duration, describe string) T {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(max(timeout, minWait))
 	for {
 		left := time.Until(deadline)
 		c, cancel := context.WithTimeout(ctx, left+5*time.Second)
