@@ -87,7 +87,8 @@ func startWorker(t *testing.T, url, id string) *runningWorker {
 
 func judge(t *testing.T, s *Session, text string) *llm.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A bound on a hang, far past a loaded machine's round trip.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res, err := s.Judge(ctx, llm.Judgement{Task: "safety", Protocol: "verdict-json", Text: text})
 	if err != nil {
@@ -355,7 +356,7 @@ func TestWorkerLogsVerdicts(t *testing.T) {
 		{Text: "fine text", RequestID: "req-2", Attempt: 1},
 		{Text: "warm", RequestID: "req-2", Attempt: 1, Prefill: true},
 	} {
-		rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute) // a hang, not a speed
 		_, err := s.Judge(rctx, j)
 		rcancel()
 		if err != nil {
