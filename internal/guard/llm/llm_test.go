@@ -161,6 +161,7 @@ type fakeLlama struct {
 	mu    sync.Mutex
 	fail  bool
 	delay time.Duration
+	gate  chan struct{} // when set, every answer waits until it is closed
 	calls int
 }
 
@@ -169,8 +170,18 @@ func (f *fakeLlama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	f.mu.Lock()
 	f.calls++
-	fail, delay := f.fail, f.delay
+	fail, delay, gate := f.fail, f.delay, f.gate
 	f.mu.Unlock()
+	if gate == nil {
+		c := make(chan struct{})
+		close(c)
+		gate = c
+	}
+	select {
+	case <-gate:
+	case <-r.Context().Done():
+		return
+	}
 	select {
 	case <-time.After(delay):
 	case <-r.Context().Done():
@@ -191,23 +202,46 @@ func (f *fakeLlama) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
-func waitDone(t *testing.T, g *Guard, limit time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !g.Done() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no final verdict within %s", limit)
+// waitFor waits until cond holds, looking again whenever g's state
+// changed (a call ended) and at g's next deadline on the wall clock these
+// guards read, ticking g each time as a pipeline does. No wall-clock
+// limit of its own: g's deadline ends every call, and go test's -timeout
+// a guard that never decides.
+func waitFor(g *Guard, cond func() bool) {
+	woke := make(chan struct{}, 1)
+	g.Notify(func() {
+		select {
+		case woke <- struct{}{}:
+		default:
 		}
-		g.Tick(time.Now())
-		time.Sleep(2 * time.Millisecond)
+	})
+	defer g.Notify(nil)
+	tm := time.NewTimer(time.Hour)
+	defer tm.Stop()
+	for g.Tick(time.Now()); !cond(); g.Tick(time.Now()) {
+		tm.Stop()
+		if d := g.NextDeadline(); !d.IsZero() {
+			tm.Reset(time.Until(d))
+		}
+		select {
+		case <-woke:
+		case <-tm.C:
+		}
 	}
+}
+
+// waitDone waits until g's final verdict is in.
+func waitDone(t *testing.T, g *Guard) {
+	t.Helper()
+	waitFor(g, g.Done)
 }
 
 func TestValidatorPassAndFail(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		f := &fakeLlama{fail: fail}
 		srv := httptest.NewServer(f)
-		g, err := New(Config{URL: srv.URL, CadenceTokens: 4, Deadline: time.Second}, nil, nil)
+		// A deadline no loaded machine reaches: this is about verdicts.
+		g, err := New(Config{URL: srv.URL, CadenceTokens: 4, Deadline: time.Minute}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +250,7 @@ func TestValidatorPassAndFail(t *testing.T) {
 			g.Write([]byte(text[i:min(i+5, len(text))]))
 		}
 		g.Close()
-		waitDone(t, g, 3*time.Second)
+		waitDone(t, g)
 		g.Wait()
 		fs := g.Findings()
 		if fail {
@@ -273,10 +307,13 @@ func TestValidatorDeadline(t *testing.T) {
 }
 
 func TestValidatorSkipsWhenSaturated(t *testing.T) {
-	f := &fakeLlama{delay: 300 * time.Millisecond}
+	// The guard answers nothing until every cadence point has been
+	// written: the guard is busy for all of them, however the machine
+	// schedules the test.
+	f := &fakeLlama{gate: make(chan struct{})}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	g, err := New(Config{URL: srv.URL, CadenceTokens: 1, Deadline: 2 * time.Second}, nil, nil)
+	g, err := New(Config{URL: srv.URL, CadenceTokens: 1, Deadline: time.Minute}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +321,8 @@ func TestValidatorSkipsWhenSaturated(t *testing.T) {
 		g.Write([]byte("word. "))
 	}
 	g.Close()
-	waitDone(t, g, 3*time.Second)
+	close(f.gate)
+	waitDone(t, g)
 	g.Wait()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -339,7 +377,7 @@ func TestValidatorJudgesToolCalls(t *testing.T) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			f.ServeHTTP(w, r)
 		}))
-		g, err := New(Config{URL: srv.URL, Task: "tool_call", Protocol: "verdict-json", Deadline: 2 * time.Second}, nil, nil)
+		g, err := New(Config{URL: srv.URL, Task: "tool_call", Protocol: "verdict-json", Deadline: time.Minute}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +387,7 @@ func TestValidatorJudgesToolCalls(t *testing.T) {
 		}
 		g.CheckToolCall(validator.ToolCall{Index: 0, Name: "run_shell", Arguments: cmd})
 		g.Close()
-		waitDone(t, g, 5*time.Second)
+		waitDone(t, g)
 		g.Wait()
 		fs := g.Findings()
 		if !saw.Load() {

@@ -333,7 +333,7 @@ func TestValidatorNativeEndToEnd(t *testing.T) {
 		g.Write([]byte(story[i:min(i+3, len(story))]))
 	}
 	g.Close()
-	waitDone(t, g, 60*time.Second)
+	waitDone(t, g)
 	g.Wait()
 	for _, f := range g.Findings() {
 		if f.Reason == validator.ReasonGuardUnavailable {

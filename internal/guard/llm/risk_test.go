@@ -17,13 +17,13 @@ import (
 func TestGuardFindingRiskMatchesVerdict(t *testing.T) {
 	srv := httptest.NewServer(&fakeLlama{fail: true})
 	defer srv.Close()
-	g, err := New(Config{URL: srv.URL, CadenceTokens: 4, Deadline: time.Second}, nil, nil)
+	g, err := New(Config{URL: srv.URL, CadenceTokens: 4, Deadline: time.Minute}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Write([]byte("One sentence here. Another sentence there."))
 	g.Close()
-	waitDone(t, g, 30*time.Second)
+	waitDone(t, g)
 	g.Wait()
 	fs := g.Findings()
 	if len(fs) != 1 {

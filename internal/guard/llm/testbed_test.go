@@ -76,7 +76,7 @@ func TestValidatorEndToEnd(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	g.Close()
-	waitDone(t, g, 30*time.Second)
+	waitDone(t, g)
 	g.Wait()
 	fs := g.Findings()
 	for _, f := range fs {
@@ -160,13 +160,16 @@ func startLlamaModel(t testing.TB, env *testbed.Env, model string, vulkan bool) 
 }
 
 // TestKilledGuardServer kills a private guard server mid-stream: the final
-// verdict must follow fail-open / fail-closed within the deadline.
+// verdict must follow fail-open / fail-closed. The deadline is far past any
+// verdict's time on a loaded machine, so the live server's first verdict
+// is never mistaken for an outage; the killed server's calls fail on
+// their own, not by the deadline.
 func TestKilledGuardServer(t *testing.T) {
 	env := testbed.Require(t, "llama-cpu")
 	for _, open := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fail_open=%v", open), func(t *testing.T) {
 			url, cmd := startLlama(t, env)
-			deadline := 500 * time.Millisecond
+			deadline := time.Minute
 			g, err := New(Config{URL: url, CadenceTokens: 4, Deadline: deadline, FailOpen: open}, nil, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -174,9 +177,7 @@ func TestKilledGuardServer(t *testing.T) {
 			half := len(story) / 2
 			g.Write([]byte(story[:half]))
 			// Let the first real verdict come back.
-			for i := 0; i < 200 && g.Settled() == 0 && len(g.Findings()) == 0; i++ {
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitFor(g, func() bool { return g.Settled() > 0 || len(g.Findings()) > 0 })
 			if len(g.Findings()) > 0 {
 				t.Fatalf("live server gave findings: %+v", g.Findings())
 			}
@@ -187,7 +188,7 @@ func TestKilledGuardServer(t *testing.T) {
 			g.Write([]byte(story[half:]))
 			closedAt := time.Now()
 			g.Close()
-			waitDone(t, g, 5*time.Second)
+			waitDone(t, g)
 			took := time.Since(closedAt)
 			g.Wait()
 			// How soon after the deadline the verdict came is a wall-clock
