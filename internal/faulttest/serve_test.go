@@ -11,19 +11,38 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/cli"
 )
 
 // syncBuf collects the server's log lines.
 type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu    sync.Mutex
+	b     bytes.Buffer
+	wrote chan struct{} // closed at the next Write; nil when nobody waits
 }
 
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wrote != nil {
+		close(s.wrote)
+		s.wrote = nil
+	}
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// Changed returns a channel closed at the next Write.
+func (s *syncBuf) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wrote == nil {
+		s.wrote = make(chan struct{})
+	}
+	return s.wrote
+}
 
 // served is `aegis serve` running in this process.
 type served struct {
@@ -60,16 +79,17 @@ func serve(t *testing.T, upstream string, args ...string) *served {
 		})
 	}
 	t.Cleanup(s.stop)
-	for i := 0; ; i++ {
-		resp, err := http.Get(s.url + "/health")
-		if err == nil {
-			resp.Body.Close()
+	// serve logs where it listens once it does; no wall-clock limit: go
+	// test's -timeout ends a start that never ends.
+	for {
+		changed := s.log.Changed()
+		if strings.Contains(s.log.String(), `"msg":"listening`) {
 			return s
 		}
 		select {
+		case <-changed:
 		case code := <-done:
 			t.Fatalf("aegis serve exited %d: %s", code, s.log.String())
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
