@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/guard"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 // TestAgentCases runs the held-out agent cases (testdata/agent: secrets

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/guard"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
-	"github.com/aegis-sentinel/aegis/internal/guard/eval"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/eval"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aegis-sentinel/aegis/internal/guard"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 

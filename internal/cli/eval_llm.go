@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aegis-sentinel/aegis/internal/guard/eval"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/eval"
 )
 
 // llmFlags are the eval flags that configure a guard LLM.

@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
-	"github.com/aegis-sentinel/aegis/internal/guard/eval"
-	"github.com/aegis-sentinel/aegis/internal/guard/peer"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/eval"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/peer"
 )
 
 // runPeers measures the embedded guard and the npm guards on the same

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
-	"github.com/aegis-sentinel/aegis/internal/guard/eval"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/eval"
 )
 
 func TestPrintPeerTable(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
-	"github.com/aegis-sentinel/aegis/internal/guard/eval"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/eval"
 )
 
 // defaultModelPath is where the embedded model lives in the source tree.

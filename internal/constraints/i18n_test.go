@@ -44,7 +44,7 @@ var i18nCases = map[string]struct{ prompt, want string }{
 // in every language of the guard's lexicons, and the compiled checks fail
 // an answer that ignores them ("Responde en español" answered in English).
 func TestDriftInOtherLanguages(t *testing.T) {
-	files, err := filepath.Glob("../guard/dataset/lexicon/*.txt")
+	files, err := filepath.Glob("../guardlab/dataset/lexicon/*.txt")
 	if err != nil || len(files) < 20 {
 		t.Fatalf("lexicon languages: %v %v", files, err)
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // The instructions the compiler knows, phrased in the languages of the
-// guard's lexicons (internal/guard/dataset/lexicon) besides English: the
+// guard's lexicons (internal/guardlab/dataset/lexicon) besides English: the
 // response language ("Responde en español", "日本語で答えて"), a word or
 // character limit ("en menos de 50 palabras", "50字以内") and code only
 // ("solo el código"). Each phrase is a case-insensitive RE2 pattern over

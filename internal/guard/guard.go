@@ -17,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -145,7 +144,7 @@ func (g *Guard) score(text, head string) classifier.Score {
 func (g *Guard) Score(_ context.Context, text, head string) (float64, bool, error) {
 	best, flag, found := math.Inf(-1), false, false
 	for _, s := range g.model.Scores(text) {
-		if head != dataset.HeadAny && s.Head != head {
+		if head != classifier.HeadAny && s.Head != head {
 			continue
 		}
 		h, _ := g.model.Head(s.Head)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 

@@ -1,11 +1,8 @@
-// Package llamaserver holds what every part of Aegis that runs or calls
-// llama-server shares. Launch builds the one llama-server command line
-// for a model on a device (the device pin and the backend's recipe), and
-// ExecStarter and Stop run and stop it as a process group; the guard
-// supervisor and the sweep both start their servers this way. Failover
-// is the transport that sends a call to whichever server of a chain
-// serves now and resends it when that server died before answering (the
-// guard supervisor's client).
+// Package llamaserver holds the HTTP side of talking to llama-server,
+// shared by every part of Aegis that calls one. Failover is the transport
+// that sends a call to whichever server of a chain serves now and resends
+// it when that server died before answering (the guard supervisor's
+// client). Starting a server is package llamaproc's job.
 //
 // The HTTP client is shared by everything that talks to llama-server
 // (guard workers, the guard check, sweeps, the testbed helpers, and the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
-	"github.com/aegis-sentinel/aegis/internal/llamaserver"
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 )
 
 // ChildState is the state of one guard server process.
@@ -229,7 +229,7 @@ var errStopping = errors.New("stopping")
 
 // waitReady polls health until 200, the process exits, the start timeout
 // passes, or Stop.
-func (c *child) waitReady(p llamaserver.Process, url string) error {
+func (c *child) waitReady(p llamaproc.Process, url string) error {
 	cfg := c.cfg
 	deadline := cfg.Clock.Now().Add(cfg.StartTimeout)
 	for {
@@ -263,7 +263,7 @@ func (c *child) waitReady(p llamaserver.Process, url string) error {
 
 // watch polls health while the server runs; it returns when the process
 // exits, health fails UnhealthyAfter times in a row, or Stop.
-func (c *child) watch(p llamaserver.Process, url string) error {
+func (c *child) watch(p llamaproc.Process, url string) error {
 	cfg := c.cfg
 	bad := 0
 	for {
@@ -306,4 +306,4 @@ func (c *child) probe(url string) Health {
 
 // kill stops the process group: SIGTERM, then SIGKILL after StopGrace.
 // It returns when the process has been reaped.
-func (c *child) kill(p llamaserver.Process) { llamaserver.Stop(p, c.cfg.StopGrace) }
+func (c *child) kill(p llamaproc.Process) { llamaproc.Stop(p, c.cfg.StopGrace) }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
-	"github.com/aegis-sentinel/aegis/internal/llamaserver"
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 )
 
 // fakeClock drives a clock.Fake: every timer the supervisor arms is
@@ -103,7 +103,7 @@ func argAfter(args []string, flag string) string {
 	return ""
 }
 
-func (w *fakeWorld) start(_ context.Context, s llamaserver.Spec) (llamaserver.Process, error) {
+func (w *fakeWorld) start(_ context.Context, s llamaproc.Spec) (llamaproc.Process, error) {
 	dev := argAfter(s.Args, "-dev")
 	w.mu.Lock()
 	w.starts[dev]++

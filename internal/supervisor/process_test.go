@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-sentinel/aegis/internal/llamaserver"
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 )
 
 // TestExecStarterLastLinesAndGroupKill runs real shell children: the
@@ -21,7 +21,7 @@ func TestExecStarterLastLinesAndGroupKill(t *testing.T) {
 	var mu sync.Mutex
 	var lines []string
 	out := func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }
-	p, err := llamaserver.ExecStarter(context.Background(), llamaserver.Spec{Path: "/bin/sh", Args: []string{"-c", "echo loading; echo 'ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory' >&2; exit 3"}, Output: out})
+	p, err := llamaproc.ExecStarter(context.Background(), llamaproc.Spec{Path: "/bin/sh", Args: []string{"-c", "echo loading; echo 'ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB: cudaMalloc failed: out of memory' >&2; exit 3"}, Output: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestExecStarterLastLinesAndGroupKill(t *testing.T) {
 	}
 
 	pidFile := filepath.Join(t.TempDir(), "grandchild")
-	p, err = llamaserver.ExecStarter(context.Background(), llamaserver.Spec{Path: "/bin/sh", Args: []string{"-c", "sleep 60 & echo $! > " + pidFile + "; wait"}})
+	p, err = llamaproc.ExecStarter(context.Background(), llamaproc.Spec{Path: "/bin/sh", Args: []string{"-c", "sleep 60 & echo $! > " + pidFile + "; wait"}})
 	if err != nil {
 		t.Fatal(err)
 	}

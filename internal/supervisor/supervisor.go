@@ -64,6 +64,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/devices"
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
@@ -135,7 +136,7 @@ type Config struct {
 	Bus      *events.Bus               // GuardStatus events; nil discards
 	Log      func(device, line string) // every line of server output; nil drops them
 	Clock    clock.Clock               // nil: the real clock
-	Starter  llamaserver.Starter       // nil: ExecStarter
+	Starter  llamaproc.Starter         // nil: ExecStarter
 	Health   HealthFunc                // nil: HTTPHealth(nil)
 	PickPort func() (int, error)       // nil: PickPort
 }
@@ -177,7 +178,7 @@ func (c *Config) defaults() {
 	setDur(&c.StopGrace, 5*time.Second)
 	c.Clock = clock.Or(c.Clock)
 	if c.Starter == nil {
-		c.Starter = llamaserver.ExecStarter
+		c.Starter = llamaproc.ExecStarter
 	}
 	if c.Health == nil {
 		c.Health = HTTPHealth(nil)
@@ -218,8 +219,8 @@ func RoughEstimateMiB(model string, ctx int) int64 {
 }
 
 // launch is the server of chain link d on port.
-func (c *Config) launch(d devices.Device, port int) llamaserver.Launch {
-	return llamaserver.Launch{Binary: c.Binary, Model: c.Model, Port: port, CtxSize: c.CtxSize,
+func (c *Config) launch(d devices.Device, port int) llamaproc.Launch {
+	return llamaproc.Launch{Binary: c.Binary, Model: c.Model, Port: port, CtxSize: c.CtxSize,
 		Parallel: c.Parallel, Threads: c.Threads, Device: d, Args: c.Args}
 }
 

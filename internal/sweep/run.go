@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
 
@@ -93,7 +94,7 @@ func RunServer(ctx context.Context, e Engine, model string, s Set, o ServerOptio
 		logFlags = []string{"-lv", "4"}
 	}
 	// The set's flags pin the device, so the launch pins none.
-	l := llamaserver.Launch{Binary: e.Path, Model: model, Port: port, Env: append(slices.Clone(e.Env), s.Env...),
+	l := llamaproc.Launch{Binary: e.Path, Model: model, Port: port, Env: append(slices.Clone(e.Env), s.Env...),
 		Args: append(append(slices.Clone(logFlags), s.Flags...), s.ServerFlags...)}
 	args, _ := l.Command()
 	ctx, cancel := context.WithCancel(ctx)
@@ -101,7 +102,7 @@ func RunServer(ctx context.Context, e Engine, model string, s Set, o ServerOptio
 	var logBuf bytes.Buffer
 	var logMu sync.Mutex
 	start := time.Now()
-	proc, err := llamaserver.ExecStarter(ctx, l.Spec(func(line string) {
+	proc, err := llamaproc.ExecStarter(ctx, l.Spec(func(line string) {
 		logMu.Lock()
 		if logBuf.Len() < 8<<20 {
 			logBuf.WriteString(line)
@@ -113,7 +114,7 @@ func RunServer(ctx context.Context, e Engine, model string, s Set, o ServerOptio
 		return nil, fmt.Errorf("sweep: set %s: start llama-server: %w", s.Name, err)
 	}
 	exited := proc.Done()
-	stop := func() { llamaserver.Stop(proc, 5*time.Second) }
+	stop := func() { llamaproc.Stop(proc, 5*time.Second) }
 	logText := func() string {
 		logMu.Lock()
 		defer logMu.Unlock()

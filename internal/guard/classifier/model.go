@@ -32,6 +32,9 @@ import (
 const (
 	HeadInjection = "prompt_injection"
 	HeadUnsafe    = "unsafe_content"
+	// HeadAny names no head: an item counts as flagged when any head
+	// flags it (an evaluation over both).
+	HeadAny = "any"
 )
 
 // Head is one binary classifier over the shared hashed feature space.

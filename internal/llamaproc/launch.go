@@ -1,4 +1,9 @@
-package llamaserver
+// Package llamaproc starts llama-server: Launch builds the one
+// llama-server command line for a model on a device (the device pin and
+// the backend's recipe), and ExecStarter and Stop run and stop it as a
+// process group. The guard supervisor and the sweep both start their
+// servers this way. Calling a running server is package llamaserver's job.
+package llamaproc
 
 import (
 	"strconv"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 func lexicon(t *testing.T, text string) *dataset.Lexicon {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 // Scorer judges one text for one head. Score orders texts (higher is more

@@ -1,4 +1,4 @@
-package llamaserver
+package llamaproc
 
 import (
 	"os"

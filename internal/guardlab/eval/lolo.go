@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 // DefaultLanguages are the lexicon languages LeaveLanguagesOut withholds

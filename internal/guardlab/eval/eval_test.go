@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 func TestMetrics(t *testing.T) {

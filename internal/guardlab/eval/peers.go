@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 // Column is one guard's showing on a dataset.PeerTable.

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
-	"github.com/aegis-sentinel/aegis/internal/guard/dataset"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
 )
 
 // Fold is one leave-sources-out split of the training data for the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 )
 
 // Item is one labelled evaluation text: Label 1 should be flagged, 0 not.
@@ -82,7 +84,7 @@ type Set struct {
 }
 
 // HeadAny means an item counts as flagged when any head flags it.
-const HeadAny = "any"
+const HeadAny = classifier.HeadAny
 
 type evalLoader struct {
 	head, note string
