@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/aegis-sentinel/aegis/internal/checks"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/checks"
 
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/validator"

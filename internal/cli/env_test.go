@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/testlog"
+
 	"github.com/spf13/pflag"
 )
 
@@ -77,13 +79,13 @@ func TestServeSetupConventions(t *testing.T) {
 			addr := freeAddr(t)
 			port := addr[strings.LastIndex(addr, ":")+1:]
 			ctx, cancel := context.WithCancel(context.Background())
-			errw := &syncBuf{}
+			errw := &testlog.Buffer{}
 			done := make(chan int, 1)
 			go func() {
 				done <- Run(ctx, []string{"serve", "--port", port}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 			}()
 			defer func() { cancel(); <-done }()
-			if code, ok := errw.waitFor("listening on", done); !ok {
+			if code, ok := errw.WaitFor("listening on", done); !ok {
 				t.Fatalf("exit %d: %s", code, errw.String())
 			}
 			if !strings.Contains(errw.String(), tc.wantLog) || !strings.Contains(errw.String(), "127.0.0.1:"+port) {

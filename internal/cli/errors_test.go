@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/testlog"
+
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
@@ -105,7 +107,7 @@ func TestErrorsMissingFilesExit2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			errw := &syncBuf{}
+			errw := &testlog.Buffer{}
 			code := Run(ctx, tc.args, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 			first := strings.SplitN(strings.TrimSpace(errw.String()), "\n", 2)[0]
 			if code != ExitUsage || !strings.Contains(errw.String(), tc.want) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/testlog"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
@@ -27,7 +29,7 @@ func TestGuardWorkerRunsItsModel(t *testing.T) {
 	nt := testbed.StartNATS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	var errb syncBuf
+	var errb testlog.Buffer
 	go func() {
 		done <- Run(ctx, []string{"guard-worker", "--nats", nt.URL, "--model", env.Model, "--device", "CPU",
 			"--llama-server", env.LlamaServer, "--id", "w-cpu"}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: &errb})

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 )
 
 // startServeArgs runs aegis serve with args on a free loopback address until
@@ -16,7 +18,7 @@ func startServeArgs(t *testing.T, args ...string) string {
 	t.Setenv("AEGIS_INCIDENTS", filepath.Join(t.TempDir(), "incidents.db"))
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done, exited := make(chan int, 1), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -26,7 +28,7 @@ func startServeArgs(t *testing.T, args ...string) string {
 		cancel()
 		<-exited
 	})
-	if code, ok := errw.waitFor("listening on", done); !ok {
+	if code, ok := errw.WaitFor("listening on", done); !ok {
 		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	return addr
@@ -157,7 +159,7 @@ func TestForeignHostRefusedOnMCPListener(t *testing.T) {
 	t.Setenv("AEGIS_INCIDENTS", filepath.Join(t.TempDir(), "incidents.db"))
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done, exited := make(chan int, 1), make(chan struct{})
 	go func() {
 		defer close(exited)
@@ -165,7 +167,7 @@ func TestForeignHostRefusedOnMCPListener(t *testing.T) {
 			&IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
 	t.Cleanup(func() { cancel(); <-exited })
-	if code, ok := errw.waitFor("listening on", done); !ok {
+	if code, ok := errw.WaitFor("listening on", done); !ok {
 		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	for _, path := range []string{"/mcp", "/metrics"} {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 )
 
 // TestServeNotifiesSystemd: under a service manager (NOTIFY_SOCKET) serve
@@ -35,7 +37,7 @@ func TestServeNotifiesSystemd(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	go func() {
 		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--upstream", us.URL, "--kind", "llama-server",
 			"--policy", pol, "--incidents-db", filepath.Join(t.TempDir(), "i.db")}, &IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: logs})

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,9 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -23,40 +23,10 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 )
 
-// lockedBuffer is a bytes.Buffer safe for the server's log writes and the
-// test's reads at once.
-type lockedBuffer struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // closed at the next Write; nil when nobody waits
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote != nil {
-		close(l.wrote)
-		l.wrote = nil
-	}
-	return l.b.Write(p)
-}
-
-// Changed returns a channel closed at the next Write: a test takes it,
-// looks at the log, and waits on it when what it looks for is not there
-// yet.
-func (l *lockedBuffer) Changed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.wrote == nil {
-		l.wrote = make(chan struct{})
-	}
-	return l.wrote
-}
-
 // waitListening waits until serve's JSON log says where it listens and
 // returns that URL; it fails when serve (done) exits first. No wall-clock
 // limit: go test's -timeout ends a start that never ends.
-func waitListening(t *testing.T, logs *lockedBuffer, done <-chan int) string {
+func waitListening(t *testing.T, logs *testlog.Buffer, done <-chan int) string {
 	t.Helper()
 	for {
 		changed := logs.Changed()
@@ -75,12 +45,6 @@ func waitListening(t *testing.T, logs *lockedBuffer, done <-chan int) string {
 	}
 }
 
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // observePolicy checks every output as JSON, buffers it whole, and keeps
 // output text for incidents: with the testbed's tiny story model this gives
 // a released, a repaired and a halted request on demand.
@@ -92,7 +56,7 @@ const observePolicy = "release: buffer\nlog_text: true\nchecks:\n  json_syntax: 
 func startServe(t *testing.T, upstreamURL, db, policyFile string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--upstream", upstreamURL, "--kind", "llama-server", "--listen", "127.0.0.1:0",

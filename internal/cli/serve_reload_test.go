@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 )
 
 // heldUpstream is a llama-server whose first answer stops after its first
@@ -93,7 +95,7 @@ func reloads(t *testing.T, base, result string) int {
 // its outcome once it is counted, so the counter is looked at again at
 // every log line. No wall-clock limit: go test's -timeout ends a reload
 // that never comes.
-func waitReloads(t *testing.T, base string, logs *lockedBuffer, result string, n int) {
+func waitReloads(t *testing.T, base string, logs *testlog.Buffer, result string, n int) {
 	t.Helper()
 	for {
 		changed := logs.Changed()
@@ -149,7 +151,7 @@ func TestServeReloadPolicy(t *testing.T) {
 	dir := t.TempDir()
 	pol := filepath.Join(dir, "policy.yaml")
 	writeAtomically(t, pol, banning("zebra"))
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	base := startServeLogs(t, logs, "--upstream", us.URL, "--kind", "llama-server", "--policy", pol,
 		"--incidents-db", filepath.Join(dir, "incidents.db"))
 
@@ -218,7 +220,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 // startServeLogs runs `aegis serve` in-process with args on a free
 // loopback port, its log in logs, and returns its base URL.
-func startServeLogs(t *testing.T, logs *lockedBuffer, args ...string) string {
+func startServeLogs(t *testing.T, logs *testlog.Buffer, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)

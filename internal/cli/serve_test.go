@@ -9,52 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 )
-
-// syncBuf is a bytes.Buffer safe for the server goroutine and the test;
-// waitFor blocks until a write brings a given text.
-type syncBuf struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
-	changed chan struct{}
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// waitFor waits until the buffer contains text, or until done yields
-// (the command ended first); it reports whether the text came. It waits
-// on writes, not on the clock, so a loaded machine only makes it slower.
-func (s *syncBuf) waitFor(text string, done <-chan int) (int, bool) {
-	for {
-		s.mu.Lock()
-		if strings.Contains(s.b.String(), text) {
-			s.mu.Unlock()
-			return 0, true
-		}
-		if s.changed == nil {
-			s.changed = make(chan struct{})
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case code := <-done:
-			return code, strings.Contains(s.String(), text)
-		}
-	}
-}
 
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -87,12 +45,12 @@ func TestServeStartsAndStops(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("s3cret\n"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--upstream", up, "--listen", addr, "--auth-token-file", tok}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	if code, ok := errw.waitFor("listening on", done); !ok {
+	if code, ok := errw.WaitFor("listening on", done); !ok {
 		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	if !strings.Contains(errw.String(), "(openai)") || !strings.Contains(errw.String(), "bearer token required") {
@@ -156,12 +114,12 @@ policy:
 `), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	if code, ok := errw.waitFor("listening on", done); !ok {
+	if code, ok := errw.WaitFor("listening on", done); !ok {
 		t.Fatalf("exit %d before the start line: %s", code, errw.String())
 	}
 	for model, want := range map[string]string{"alpha": "from-a", "beta": "from-b", "": "from-b"} {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 )
 
 // TestStartupConfigMessages: a bad configuration ends with its own
@@ -66,12 +68,12 @@ func TestStartupConfigMessages(t *testing.T) {
 		port := freeAddr(t)[len("127.0.0.1:"):]
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		errw := &syncBuf{}
+		errw := &testlog.Buffer{}
 		done := make(chan int, 1)
 		go func() {
 			done <- Run(ctx, []string{"serve", "--upstream", up, "--kind", "openai", "--listen", port}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 		}()
-		if code, ok := errw.waitFor("listening on", done); !ok {
+		if code, ok := errw.WaitFor("listening on", done); !ok {
 			t.Fatalf("exit %d: %s", code, errw.String())
 		}
 		resp, err := http.Get("http://127.0.0.1:" + port + "/health")
@@ -103,12 +105,12 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 	t.Setenv("AEGIS_AUTH_TOKEN", "")
 	{
 		ctx, cancel := context.WithCancel(context.Background())
-		errw := &syncBuf{}
+		errw := &testlog.Buffer{}
 		done := make(chan int, 1)
 		go func() {
 			done <- Run(ctx, []string{"serve", "--upstream", up, "--kind", "openai", "--listen", "0.0.0.0:0"}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 		}()
-		code, started := errw.waitFor("listening on", done)
+		code, started := errw.WaitFor("listening on", done)
 		cancel()
 		if started {
 			code = <-done
@@ -119,13 +121,13 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--upstream", up, "--kind", "openai", "--listen", "0.0.0.0:0", "--insecure-no-auth"},
 			&IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	if code, ok := errw.waitFor("listening on", done); !ok {
+	if code, ok := errw.WaitFor("listening on", done); !ok {
 		t.Fatalf("exit %d: %s", code, errw.String())
 	}
 	if !strings.Contains(errw.String(), "SECURITY") || !strings.Contains(errw.String(), "WARN") {
@@ -145,12 +147,12 @@ func TestDefaultNamingNoUpstream(t *testing.T) {
 	os.WriteFile(cfg, []byte("listen: "+freeAddr(t)+"\nupstreams:\n  - {name: big, url: '"+up+"', kind: openai, models: [m]}\ndefault: bgi\n"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	errw := &syncBuf{}
+	errw := &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--config", cfg}, &IO{In: strings.NewReader(""), Out: io.Discard, Err: errw})
 	}()
-	code, started := errw.waitFor("listening on", done)
+	code, started := errw.WaitFor("listening on", done)
 	cancel()
 	if started {
 		code = <-done

@@ -12,43 +12,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aegis-sentinel/aegis/internal/testlog"
+
 	"github.com/aegis-sentinel/aegis/internal/cli"
 )
-
-// syncBuf collects the server's log lines.
-type syncBuf struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	wrote chan struct{} // closed at the next Write; nil when nobody waits
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wrote != nil {
-		close(s.wrote)
-		s.wrote = nil
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// Changed returns a channel closed at the next Write.
-func (s *syncBuf) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wrote == nil {
-		s.wrote = make(chan struct{})
-	}
-	return s.wrote
-}
 
 // served is `aegis serve` running in this process.
 type served struct {
 	url  string
 	dir  string
-	log  *syncBuf
+	log  *testlog.Buffer
 	stop func()
 }
 
@@ -63,7 +36,7 @@ func serve(t *testing.T, upstream string, args ...string) *served {
 	addr := ln.Addr().String()
 	ln.Close()
 	dir := t.TempDir()
-	s := &served{url: "http://" + addr, dir: dir, log: &syncBuf{}}
+	s := &served{url: "http://" + addr, dir: dir, log: &testlog.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	all := append([]string{"serve", "--upstream", upstream, "--kind", "llama-server", "--listen", addr,

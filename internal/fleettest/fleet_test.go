@@ -2,7 +2,6 @@ package fleettest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/testlog"
 
 	"github.com/nats-io/nats.go"
 
@@ -41,7 +42,7 @@ func buildAegis(t *testing.T) string {
 // llama-server; kill sends it SIGKILL, calls in flight and all.
 type worker struct {
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testlog.Buffer
 	once sync.Once
 }
 
@@ -49,7 +50,7 @@ func (w *worker) kill() { w.once.Do(func() { w.cmd.Process.Kill(); w.cmd.Wait() 
 
 func startWorker(t *testing.T, bin, natsURL, id, device, guardURL string) *worker {
 	t.Helper()
-	w := &worker{log: &syncBuffer{}}
+	w := &worker{log: &testlog.Buffer{}}
 	w.cmd = exec.Command(bin, "guard-worker", "--nats", natsURL, "--guard-url", guardURL, "--model-name", "stories",
 		"--id", id, "--device", device, "--concurrency", "2", "--log-verdicts")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
@@ -106,7 +107,7 @@ func gateway(t *testing.T, name, upstream, natsURL, pgURL string) (string, func(
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int)
-	var errb syncBuffer
+	var errb testlog.Buffer
 	go func() {
 		done <- cli.Run(ctx, []string{"serve", "--listen", addr, "--upstream", upstream, "--kind", "llama-server",
 			"--name", name, "--nats", natsURL, "--guard-workers", "stories", "--incidents-db", pgURL, "--log-format", "json",
@@ -173,18 +174,6 @@ func judgements(t *testing.T, ws map[string]*worker) []judgement {
 	}
 	return out
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func get(t *testing.T, url string) string {
 	t.Helper()
@@ -381,7 +370,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	// aegis fleet prints it in the terminal.
-	var out syncBuffer
+	var out testlog.Buffer
 	if code := cli.Run(ctx, []string{"fleet", "--nats", nt.URL}, &cli.IO{In: strings.NewReader(""), Out: &out, Err: io.Discard}); code != 0 {
 		t.Errorf("aegis fleet exited %d", code)
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/testlog"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/aegis-sentinel/aegis/internal/cli"
@@ -137,7 +139,7 @@ func serve(t *testing.T, args ...string) (string, func()) {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb syncBuffer
+	var errb testlog.Buffer
 	go func() {
 		done <- cli.Run(ctx, append([]string{"serve", "--listen", addr, "--log-format", "json",
 			"--incidents-db", filepath.Join(t.TempDir(), "incidents.db")}, args...), &cli.IO{In: strings.NewReader(""), Out: io.Discard, Err: &errb})
@@ -197,33 +199,6 @@ func ask(t *testing.T, base, traceID, prompt string) answer {
 	}
 	a.verdict, a.attempts = resp.Trailer.Get("X-Aegis-Verdict"), resp.Trailer.Get("X-Aegis-Attempts")
 	return a
-}
-
-type syncBuffer struct {
-	mu    sync.Mutex
-	b     strings.Builder
-	wrote chan struct{} // closed at the next Write; nil when nobody waits
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wrote != nil {
-		close(s.wrote)
-		s.wrote = nil
-	}
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-// Changed returns a channel closed at the next Write.
-func (s *syncBuffer) Changed() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.wrote == nil {
-		s.wrote = make(chan struct{})
-	}
-	return s.wrote
 }
 
 // otelEnv points this process's exporter at Jaeger over OTLP/HTTP, with a
@@ -344,7 +319,7 @@ func TestJaegerFleetWorker(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/aegis-sentinel/aegis/cmd/aegis").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	var wlog syncBuffer
+	var wlog testlog.Buffer
 	w := exec.Command(bin, "guard-worker", "--nats", nt.URL, "--guard-url", env.LlamaCPUURL, "--model-name", "stories", "--id", "traced-worker")
 	w.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+env.JaegerOTLPGRPC, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_SERVICE_NAME="+service+"-worker")
@@ -405,7 +380,7 @@ func TestJaegerFleetWorker(t *testing.T) {
 }
 
 // waitWorker waits until the worker answers the fleet's roll call.
-func waitWorker(t *testing.T, natsURL string, log *syncBuffer) {
+func waitWorker(t *testing.T, natsURL string, log *testlog.Buffer) {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
