@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,5 +117,34 @@ esac
 	}
 	if strings.Contains(string(out), "== clients") {
 		t.Errorf("the clients ran after go test failed:\n%s", out)
+	}
+}
+
+// TestScriptsBeat: scripts/beat prints a progress line while its command
+// runs and exits with the command's status. The command waits for the
+// line itself, so the test waits on an event, not on the clock.
+func TestScriptsBeat(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	logPath := filepath.Join(t.TempDir(), "log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(filepath.Join(root, "scripts/beat"), "a long step",
+		"sh", "-c", `until grep -q "still running" "$1"; do sleep 0.05; done; exit 7`, "sh", logPath)
+	cmd.Env = append(os.Environ(), "AEGIS_BEAT_SECONDS=0.05")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("scripts/beat: %v, want the command's exit status 7", err)
+	}
+	out, _ := os.ReadFile(logPath)
+	if !strings.Contains(string(out), "... a long step: still running after ") {
+		t.Errorf("no progress line:\n%s", out)
+	}
+	if err := exec.Command(filepath.Join(root, "scripts/beat"), "no command").Run(); err == nil {
+		t.Error("scripts/beat without a command succeeded")
 	}
 }
