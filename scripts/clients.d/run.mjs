@@ -217,6 +217,7 @@ if (ka) {
     return { comments: lines.filter((l) => l.startsWith(":")).length, text };
   };
   const want = await raw();
+  console.error(`clients: the held stream carried ${want.comments} keep-alive comments`);
   const sent = want.comments > 0 ? true : "no comment line in the held stream: the check proves nothing";
   await check("openai", "keep-alive comments", async () => {
     if (sent !== true) return sent;

@@ -1,8 +1,9 @@
 // slow.mjs: a pacing proxy for the keep-alive checks. It forwards every
 // request to the upstream named by its one argument and passes the answer
-// on one received piece at a time with PACE_MS (default 25) of silence
-// between pieces, so a gateway that holds the answer meets silences far
-// longer than its keep-alive interval however fast the model is.
+// on one event (Server-Sent Events) or line at a time with PACE_MS
+// (default 25) of silence between them, so a gateway that holds the
+// answer meets silences far longer than its keep-alive interval however
+// fast the model is.
 // It prints "listening on http://127.0.0.1:PORT" once it accepts requests.
 import http from "node:http";
 
@@ -17,11 +18,19 @@ const server = http.createServer((req, res) => {
       const headers = { ...ur.headers };
       delete headers["content-length"]; // the body is re-sent in pieces
       res.writeHead(ur.statusCode, headers);
+      // A fast model's whole answer can come in one read, so the pieces
+      // are the stream's own: events (a blank line ends each) or lines.
+      const sep = Buffer.from(/event-stream/.test(ur.headers["content-type"] || "") ? "\n\n" : "\n");
+      let buf = Buffer.alloc(0);
       for await (const piece of ur) {
-        res.write(piece);
-        await sleep(pace);
+        buf = Buffer.concat([buf, piece]);
+        for (let i; (i = buf.indexOf(sep)) >= 0; ) {
+          res.write(buf.subarray(0, i + sep.length));
+          buf = buf.subarray(i + sep.length);
+          await sleep(pace);
+        }
       }
-      res.end();
+      res.end(buf);
     },
   );
   up.on("error", (e) => {
