@@ -135,10 +135,10 @@ type Gateway struct {
 	// payload (tests pace a fake clock with it).
 	readHook func()
 	// waitHook, when set, is called each time an attempt's loop is about
-	// to wait for what happens next, with the number of payloads it has
-	// taken from its reader so far: tests move a fake clock only once the
-	// gateway has taken in what the reader queued.
-	waitHook func(taken int)
+	// to wait for what happens next, with where the loop is: tests move a
+	// fake clock only once the gateway has taken in what the reader
+	// queued and armed the timers they expect.
+	waitHook func(loopState)
 
 	kinds kinds // detection of upstreams down at start (detect.go)
 

@@ -39,7 +39,9 @@ func (sseWire) appendComment(dst []byte) []byte { return append(dst, keepAliveCo
 // guard judges or a JSON answer is buffered. Never on an answer that is
 // not streamed (a JSON body) nor on one choice of several.
 type keepAlive struct {
+	clk   clock.Clock // the gateway's, which also times the writes
 	t     clock.Timer
+	at    time.Time // when t fires
 	every time.Duration
 	c     commenter
 }
@@ -55,11 +57,14 @@ func (x *exchange) startKeepAlive(clk clock.Clock) *keepAlive {
 	if !ok {
 		return nil
 	}
-	d := x.lastWrite().Add(every).Sub(clk.Now())
+	k := &keepAlive{clk: clk, every: every, c: c}
+	k.at = x.lastWrite().Add(every)
+	d := k.at.Sub(clk.Now())
 	if d <= 0 {
 		d = time.Nanosecond
 	}
-	return &keepAlive{t: clk.NewTimer(d), every: every, c: c}
+	k.t = clk.NewTimer(d)
+	return k
 }
 
 // lastWrite is when the client last got bytes, or the request's arrival.
@@ -79,6 +84,14 @@ func (k *keepAlive) C() <-chan time.Time {
 	return k.t.C()
 }
 
+// due is when the timer fires; zero for a nil keepAlive.
+func (k *keepAlive) due() time.Time {
+	if k == nil {
+		return time.Time{}
+	}
+	return k.at
+}
+
 func (k *keepAlive) stop() {
 	if k != nil {
 		k.t.Stop()
@@ -87,8 +100,12 @@ func (k *keepAlive) stop() {
 
 // keepAliveFired sends a comment when the client got nothing for the
 // keep-alive silence while it waits on the gateway (text is held, or a
-// hidden retry is under way), and arms the timer for the next one.
-func (x *exchange) keepAliveFired(k *keepAlive, now time.Time) {
+// hidden retry is under way), and arms the timer for the next one. The
+// silence is measured on the clock that times the writes: the reader's
+// clock, which stops while the reader waits for queue space, would
+// stretch it.
+func (x *exchange) keepAliveFired(k *keepAlive) {
+	now := k.clk.Now()
 	last := x.lastWrite()
 	if now.Sub(last) >= k.every {
 		if len(x.out.text) > x.out.sent || x.tally.attempts > 1 {
@@ -96,7 +113,8 @@ func (x *exchange) keepAliveFired(k *keepAlive, now time.Time) {
 		}
 		last = now
 	}
-	k.t.Reset(last.Add(k.every).Sub(now))
+	k.at = last.Add(k.every)
+	k.t.Reset(k.at.Sub(now))
 }
 
 // comment writes a keep-alive comment, and the stream's header first when

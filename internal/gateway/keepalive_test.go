@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -45,41 +46,28 @@ func nextTimer(gd *guarded) time.Time {
 // TestKeepAliveWhileGuardJudges: a guard that takes 40 s over a held
 // stream; the client gets a comment line after each 15 s of silence (at
 // 15 s and 30 s), then the text and the end, which its SSE parser reads
-// as if no comment had come.
+// as if no comment had come. The fake clock moves only once the loop
+// waits with the upstream's answer taken in and its keep-alive armed
+// where the test expects it: a keep-alive armed elsewhere is a hang,
+// reported.
 func TestKeepAliveWhileGuardJudges(t *testing.T) {
 	up := &pacedUpstream{chunks: storyChunks(3), cancelled: make(chan bool, 1)}
 	gd := newGuarded(t, up, "release: watermark\n", time.Minute, false, 0)
 	got := lines(t, gd.url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"tell"}],"stream":true}`)
 	g := receive(t, gd.guards, "guard")
 	receive(t, up.cancelled, "upstream end")
-	call := receive(t, g.Calls, "the guard's call on the whole text") // held: the guard judges
+	call := receive(t, g.Calls, "the guard's call") // held: the guard judges
 	start := gd.clk.Now()
-	var comments []time.Duration
 	var before []string
-	for len(comments) < 2 {
-		armed := gd.clk.Armed()
-		at := nextTimer(gd)
-		if at.IsZero() || at.Sub(start) > 40*time.Second {
-			// The gateway arms the next keep-alive just after writing a
-			// comment: wait for it (a hang, caught by receive, is a
-			// missing comment).
-			receive(t, armed, "a timer armed for the next comment by 40 s")
-			continue
-		}
-		gd.clk.Set(at)
-		if at.Sub(start) < 15*time.Second {
-			continue // the checks' own wake-ups
-		}
-		for line := receive(t, got, "a comment"); ; line = receive(t, got, "a comment") {
-			if strings.HasPrefix(line, ":") {
-				comments = append(comments, at.Sub(start))
-				break
-			}
+	for _, silence := range []time.Duration{15 * time.Second, 30 * time.Second} {
+		due := start.Add(silence)
+		gd.loop.until(t, fmt.Sprintf("the answer taken in and the keep-alive due at %s", silence), func(s loopState) bool {
+			return s.ended && s.keepAlive.Equal(due)
+		})
+		gd.clk.Set(due)
+		for line := receive(t, got, "a comment"); !strings.HasPrefix(line, ":"); line = receive(t, got, "a comment") {
 			before = append(before, line)
 		}
-	}
-	if comments[0] != 15*time.Second || comments[1] != 30*time.Second {
-		t.Errorf("comments at %v, want after 15 s and 30 s of silence", comments)
 	}
 	for _, l := range before {
 		if strings.Contains(l, `"content":"aaaaaaa`) {

@@ -269,30 +269,45 @@ func (gd *guarded) advanceToEnd(t *testing.T, res <-chan answer, limit time.Time
 }
 
 // loopWatch follows the gateway's attempt loop through its waitHook: how
-// many times it came back to wait, and how many payloads it had taken
-// from the upstream's reader then.
+// many times it came back to wait, and where it was then.
 type loopWatch struct {
 	mu      sync.Mutex
 	waits   int
-	taken   int
+	last    loopState
 	changed chan struct{} // closed and replaced at each wait
 }
 
 func newLoopWatch() *loopWatch { return &loopWatch{changed: make(chan struct{})} }
 
-func (w *loopWatch) hook(taken int) {
+func (w *loopWatch) hook(s loopState) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.waits++
-	w.taken = taken
+	w.last = s
 	close(w.changed)
 	w.changed = make(chan struct{})
 }
 
-func (w *loopWatch) state() (waits, taken int, changed <-chan struct{}) {
+func (w *loopWatch) state() (waits int, last loopState, changed <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.waits, w.taken, w.changed
+	return w.waits, w.last, w.changed
+}
+
+// until waits until the loop waits in a state for which ok holds.
+func (w *loopWatch) until(t *testing.T, what string, ok func(loopState) bool) {
+	t.Helper()
+	for {
+		_, last, changed := w.state()
+		if ok(last) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-time.After(30 * time.Second): // a hang, not a timing assertion
+			t.Fatalf("the gateway's loop never waited with %s (last: %v)", what, last)
+		}
+	}
 }
 
 // settle waits until the gateway's attempt loop waits again after its
@@ -303,7 +318,8 @@ func (w *loopWatch) state() (waits, taken int, changed <-chan struct{}) {
 func (gd *guarded) settle(t *testing.T, res <-chan answer, after int) (int, *answer) {
 	t.Helper()
 	for {
-		waits, taken, changed := gd.loop.state()
+		waits, last, changed := gd.loop.state()
+		taken := last.taken
 		if waits > after && taken >= int(gd.reads.Load()) {
 			return waits, nil
 		}

@@ -62,11 +62,26 @@ func (l *attemptLoop) run(clk clock.Clock) result {
 	}
 }
 
+// loopState is where an attempt's loop is when it waits (for waitHook).
+type loopState struct {
+	taken     int       // payloads taken from the upstream's reader
+	ended     bool      // the upstream ended its answer
+	keepAlive time.Time // when the keep-alive timer fires; zero: none armed
+}
+
+func (s loopState) String() string {
+	ka := "none"
+	if !s.keepAlive.IsZero() {
+		ka = s.keepAlive.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%d payloads taken, ended %v, keep-alive %s", s.taken, s.ended, ka)
+}
+
 // wait handles the next thing that happens and returns the attempt's
 // step after it, or the result that ends the attempt.
 func (l *attemptLoop) wait() (pipeline.Step, *result) {
 	if h := l.x.g.waitHook; h != nil {
-		h(l.rd.taken())
+		h(loopState{taken: l.rd.taken(), ended: l.closed, keepAlive: l.ka.due()})
 	}
 	select {
 	case <-l.rd.ready:
@@ -83,7 +98,7 @@ func (l *attemptLoop) wait() (pipeline.Step, *result) {
 	case <-l.chk.Notify():
 		return l.onTick()
 	case <-l.ka.C():
-		l.x.keepAliveFired(l.ka, l.rd.now())
+		l.x.keepAliveFired(l.ka)
 		return l.onTick()
 	case <-l.x.r.Context().Done():
 		return pipeline.Step{}, &result{kind: resCancelled}
