@@ -129,7 +129,10 @@ func reverseProxy(tb testing.TB, target string) *httptest.Server {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
 	rp.Transport = upstream.NewClient().Transport
-	s := httptest.NewServer(rp)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex() // as the gateway's pass-through (proxy.go)
+		rp.ServeHTTP(w, r)
+	}))
 	tb.Cleanup(s.Close)
 	return s
 }

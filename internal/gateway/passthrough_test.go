@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -195,5 +199,69 @@ func TestOllamaErrorShape(t *testing.T) {
 				t.Fatalf("%d %s", resp.StatusCode, b)
 			}
 		})
+	}
+}
+
+// TestPassthroughAnswerBeforeBody: an upstream may answer before it has
+// read the request's body (Ollama's pull streams progress at once). The
+// HTTP/1 server drains and closes a request body that is still unread
+// when the answer's header is written, and the transport forwarding that
+// body then failed and dropped the upstream connection mid-answer. Here
+// the client sends its body in two parts and the second only once the
+// upstream has answered: the answer must reach the client whole, and the
+// body the upstream. Who wins the body decides whether the old code
+// failed (a few tries in a hundred), so the test makes two hundred.
+func TestPassthroughAnswerBeforeBody(t *testing.T) {
+	const lines = 20
+	const body = `{"model":"stories","stream":true}`
+	var answered chan struct{}
+	got := make(chan string, 1)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for i := range lines {
+			if i == 1 {
+				close(answered)
+				b, err := io.ReadAll(r.Body)
+				if err != nil {
+					t.Errorf("upstream reading the body: %v", err)
+				}
+				got <- string(b)
+			}
+			fmt.Fprintf(w, "{\"status\":\"pulling\",\"completed\":%d}\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(s.Close)
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "ollama", s.URL, upstream.KindOllama)}, AllowManagement: true})
+	for try := range 200 {
+		answered = make(chan struct{})
+		pr, pw := io.Pipe()
+		go func(answered chan struct{}) {
+			io.WriteString(pw, body[:10])
+			select {
+			case <-answered:
+			case <-time.After(time.Minute): // a hang, reported below
+			}
+			io.WriteString(pw, body[10:])
+			pw.Close()
+		}(answered)
+		req, err := http.NewRequest("POST", srv.URL+"/api/pull", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = int64(len(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := bytes.Count(b, []byte("\n")); err != nil || resp.StatusCode != 200 || n != lines {
+			t.Fatalf("try %d: status %d, %d of %d lines, read error %v:\n%s", try, resp.StatusCode, n, lines, err, b)
+		}
+		if up := receive(t, got, "the body at the upstream"); up != body {
+			t.Fatalf("try %d: the upstream got the body %q, want %q", try, up, body)
+		}
 	}
 }

@@ -12,6 +12,15 @@ import (
 // which is Aegis's, not the upstream's. Errors name the upstream, never
 // its address.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, up *upstream.Upstream) {
+	// An upstream may answer before it has read the whole body (Ollama's
+	// pull streams its progress at once). Writing the answer's header
+	// makes an HTTP/1 server drain and close a request body still being
+	// read, and the transport sending that body upstream would then fail
+	// and drop the upstream's connection mid-answer. Full duplex keeps the
+	// body open while the answer is written (HTTP/2 always does; every
+	// writer this package serves with supports it, which
+	// TestPassthroughAnswerBeforeBody holds).
+	http.NewResponseController(w).EnableFullDuplex()
 	r.Body = http.MaxBytesReader(w, r.Body, g.maxBody())
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -106,6 +106,9 @@ func TestTestbedDisconnect(t *testing.T) {
 			// with a panic (http.ErrAbortHandler).
 			defer func() { gaveUp <- r.Context().Err() != nil }()
 		}
+		// As the gateway's own pass-through does: without full duplex the
+		// server may close the request body the proxy is still sending.
+		http.NewResponseController(w).EnableFullDuplex()
 		rp.ServeHTTP(w, r)
 	}))
 	defer proxy.Close()
@@ -114,10 +117,12 @@ func TestTestbedDisconnect(t *testing.T) {
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{via}})
 	resp := post(t, srv.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Tell a long story."}],"stream":true,"temperature":0,"max_tokens":400,"id_slot":0}`)
 	br := bufio.NewReader(resp.Body)
+	var read strings.Builder
 	for n := 0; n < 6; {
 		line, err := br.ReadString('\n')
+		read.WriteString(line)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("status %d, %d events, then %v:\n%s", resp.StatusCode, n, err, read.String())
 		}
 		if strings.HasPrefix(line, "data: ") {
 			n++

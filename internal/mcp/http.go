@@ -207,6 +207,10 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	if body != nil {
 		rb = bytes.NewReader(body)
 	} else if r.Body != nil && r.Method != http.MethodGet {
+		// Streamed on: full duplex keeps the body open should the
+		// server answer before it has read it all (an HTTP/1 server
+		// would otherwise close it under the transport).
+		http.NewResponseController(w).EnableFullDuplex()
 		rb = r.Body
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, target.String(), rb)
