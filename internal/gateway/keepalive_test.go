@@ -32,17 +32,6 @@ func lines(t *testing.T, url, body string) <-chan string {
 	return out
 }
 
-// nextTimer is the earliest armed timer of the fake clock after now.
-func nextTimer(gd *guarded) time.Time {
-	var next time.Time
-	for _, at := range gd.clk.Timers() {
-		if at.After(gd.clk.Now()) && (next.IsZero() || at.Before(next)) {
-			next = at
-		}
-	}
-	return next
-}
-
 // TestKeepAliveWhileGuardJudges: a guard that takes 40 s over a held
 // stream; the client gets a comment line after each 15 s of silence (at
 // 15 s and 30 s), then the text and the end, which its SSE parser reads
