@@ -39,7 +39,6 @@ func (sseWire) appendComment(dst []byte) []byte { return append(dst, keepAliveCo
 // guard judges or a JSON answer is buffered. Never on an answer that is
 // not streamed (a JSON body) nor on one choice of several.
 type keepAlive struct {
-	clk   clock.Clock // the gateway's, which also times the writes
 	t     clock.Timer
 	at    time.Time // when t fires
 	every time.Duration
@@ -57,7 +56,7 @@ func (x *exchange) startKeepAlive(clk clock.Clock) *keepAlive {
 	if !ok {
 		return nil
 	}
-	k := &keepAlive{clk: clk, every: every, c: c}
+	k := &keepAlive{every: every, c: c}
 	k.at = x.lastWrite().Add(every)
 	d := k.at.Sub(clk.Now())
 	if d <= 0 {
@@ -101,11 +100,11 @@ func (k *keepAlive) stop() {
 // keepAliveFired sends a comment when the client got nothing for the
 // keep-alive silence while it waits on the gateway (text is held, or a
 // hidden retry is under way), and arms the timer for the next one. The
-// silence is measured on the clock that times the writes: the reader's
-// clock, which stops while the reader waits for queue space, would
-// stretch it.
+// silence is measured on the gateway's clock, which times the writes: the
+// reader's clock, which stops while the reader waits for queue space,
+// would stretch it.
 func (x *exchange) keepAliveFired(k *keepAlive) {
-	now := k.clk.Now()
+	now := x.g.now()
 	last := x.lastWrite()
 	if now.Sub(last) >= k.every {
 		if len(x.out.text) > x.out.sent || x.tally.attempts > 1 {

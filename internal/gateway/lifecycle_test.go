@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -292,6 +293,15 @@ func (w *loopWatch) state() (waits int, last loopState, changed <-chan struct{})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.waits, w.last, w.changed
+}
+
+// String says where the loop was, for a failure message.
+func (s loopState) String() string {
+	ka := "none"
+	if !s.keepAlive.IsZero() {
+		ka = s.keepAlive.Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("%d payloads taken, ended %v, keep-alive %s", s.taken, s.ended, ka)
 }
 
 // until waits until the loop waits in a state for which ok holds.

@@ -69,14 +69,6 @@ type loopState struct {
 	keepAlive time.Time // when the keep-alive timer fires; zero: none armed
 }
 
-func (s loopState) String() string {
-	ka := "none"
-	if !s.keepAlive.IsZero() {
-		ka = s.keepAlive.Format(time.RFC3339Nano)
-	}
-	return fmt.Sprintf("%d payloads taken, ended %v, keep-alive %s", s.taken, s.ended, ka)
-}
-
 // wait handles the next thing that happens and returns the attempt's
 // step after it, or the result that ends the attempt.
 func (l *attemptLoop) wait() (pipeline.Step, *result) {
