@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,19 +24,45 @@ func TestAppendChunkMatchesMaps(t *testing.T) {
 	for name, tpl := range tpls {
 		for _, k := range routes {
 			for _, text := range texts {
-				got := string(k.appendChunk([]byte("junk"), &tpl, []byte(text), "")[4:])
-				if want := mapSynth(k, &tpl, text); got != want {
+				got := normal(k, string(k.appendChunk([]byte("junk"), &tpl, []byte(text), "")[4:]))
+				if want := canon(k, mapSynth(k, &tpl, text)); got != want {
 					t.Errorf("%s %s synth(%q):\n got %s\nwant %s", name, k, text, got, want)
 				}
 			}
 			for _, fr := range []string{"stop", "length"} {
 				x := &exchange{route: k, tpl: tpl, cur: attemptState{finish: fr}}
-				if got, want := string(x.finalChunk()), mapFinal(k, &tpl, fr); got != want {
+				if got, want := normal(k, string(x.finalChunk())), canon(k, mapFinal(k, &tpl, fr)); got != want {
 					t.Errorf("%s %s final(%q):\n got %s\nwant %s", name, k, fr, got, want)
 				}
 			}
 		}
 	}
+}
+
+// normal is a chunk of the named-event dialects with its members in the
+// order a map spells them: those put "type" first, where the event's name
+// is read without decoding.
+func normal(k dialect, p string) string {
+	if k != dialectMessages && k != dialectResponses {
+		return p
+	}
+	if !strings.HasPrefix(p, `{"type":"`) {
+		return "type not first: " + p
+	}
+	return canon(k, p)
+}
+
+// canon is p as a map spells it, for the named-event dialects.
+func canon(k dialect, p string) string {
+	if k != dialectMessages && k != dialectResponses {
+		return p
+	}
+	var v any
+	if json.Unmarshal([]byte(p), &v) != nil {
+		return "not JSON: " + p
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func mapSynth(k dialect, t *template, text string) string {
@@ -54,6 +81,10 @@ func mapSynth(k dialect, t *template, text string) string {
 		}
 	case dialectOllamaChat:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": text}, "done": false}
+	case dialectMessages:
+		v = map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": text}}
+	case dialectResponses:
+		v = map[string]any{"type": "response.output_text.delta", "delta": text}
 	default:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": text, "done": false}
 	}
@@ -72,6 +103,14 @@ func mapFinal(k dialect, t *template, fr string) string {
 			"choices": []any{map[string]any{"index": 0, "text": "", "finish_reason": fr}}}
 	case dialectOllamaChat:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "message": map[string]any{"role": "assistant", "content": ""}, "done": true, "done_reason": fr}
+	case dialectMessages:
+		v = map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stopOfFinish(fr), "stop_sequence": nil}, "usage": map[string]any{"output_tokens": 0}}
+	case dialectResponses:
+		r := map[string]any{"object": "response", "status": "completed"}
+		if fr == "length" {
+			r["status"], r["incomplete_details"] = "incomplete", map[string]any{"reason": "max_output_tokens"}
+		}
+		v = map[string]any{"type": "response.completed", "response": r}
 	default:
 		v = map[string]any{"model": t.model, "created_at": t.createdAt, "response": "", "done": true, "done_reason": fr}
 	}

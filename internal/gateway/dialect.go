@@ -131,6 +131,9 @@ type chunk struct {
 	// memo reads the stream's chunks that differ from the last only in
 	// their text without walking their whole structure.
 	memo chunkscan.Memo
+	// parts follows the content blocks or output items of the dialects
+	// whose answers are made of them (eventwire.go).
+	parts partState
 }
 
 // reset readies c for the payload p: what the last payload held is

@@ -175,7 +175,9 @@ func TestDialectRequestShape(t *testing.T) {
 	for _, d := range dialects {
 		_, errOllama := d.upstreamPath(upstream.KindOllama)
 		_, errLlama := d.upstreamPath(upstream.KindLlamaServer)
-		if errOllama != nil || (errLlama != nil) != strings.HasPrefix(d.String(), "/api/") {
+		// Ollama serves chat and completions, not Messages or Responses.
+		ollamaLacks := d == dialectMessages || d == dialectResponses
+		if (errOllama != nil) != ollamaLacks || (errLlama != nil) != strings.HasPrefix(d.String(), "/api/") {
 			t.Errorf("%s: upstreamPath ollama %v, llama-server %v", d, errOllama, errLlama)
 		}
 	}

@@ -13,6 +13,9 @@
 //	POST /v1/chat/completions, /chat/completions   streaming (SSE) and not; tools, response_format
 //	POST /v1/completions, /completions             streaming (SSE) and not
 //	POST /api/chat, /api/generate                  Ollama's NDJSON API, when the upstream is Ollama
+//	POST /v1/messages                              Anthropic's Messages API (named SSE events and not)
+//	POST /v1/messages/count_tokens                 passed to the upstream (nothing is generated)
+//	POST /v1/responses                             OpenAI's Responses API (named SSE events and not)
 //	POST /v1/embeddings, /embeddings               the input checks, then the upstream's embeddings
 //	GET  /v1/models, /models                       the configured models, else each upstream's list
 //	GET  /v1/models/{id}                           one of them
@@ -23,8 +26,9 @@
 //
 // Each generating route has its dialect (dialect_chat.go,
 // dialect_completions.go, dialect_ollama_chat.go,
-// dialect_ollama_generate.go, sharing dialect_sse.go or dialect_ndjson.go
-// for their framing): it reads the request, edits it for a retry, reads
+// dialect_ollama_generate.go, dialect_messages.go, dialect_responses.go,
+// sharing dialect_sse.go, dialect_ndjson.go or eventwire.go for their
+// framing): it reads the request, edits it for a retry, reads
 // the upstream's chunks and spells the chunks, bodies and errors the
 // gateway writes itself. The rest of the gateway never asks which API it
 // serves.

@@ -60,12 +60,51 @@ func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request, id string) 
 
 // serveUnsupported answers the OpenAI endpoints Aegis does not serve.
 func (g *Gateway) serveUnsupported(w http.ResponseWriter, r *http.Request) {
-	msg, code := "no such endpoint: "+r.URL.Path+"; Aegis serves /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/models", "not_found"
-	if strings.HasPrefix(r.URL.Path, "/v1/responses") {
-		msg, code = "the Responses API is not served: Aegis checks /v1/chat/completions and /v1/completions (point the client's chat model at those)", "unsupported_endpoint"
+	msg, code := "no such endpoint: "+r.URL.Path+"; Aegis serves "+servedEndpoints, "not_found"
+	if strings.HasPrefix(r.URL.Path, "/v1/responses/") {
+		msg, code = "stored responses are not served: Aegis checks POST /v1/responses as it is generated and keeps no responses", "unsupported_endpoint"
 	}
 	markFinal(w.Header())
-	writeError(w, http.StatusNotFound, apiError{Message: msg, Type: "invalid_request_error", Code: code}, nil)
+	fail(w, r.URL.Path, http.StatusNotFound, apiError{Message: msg, Type: "invalid_request_error", Code: code})
+}
+
+// servedEndpoints lists the OpenAI-style endpoints, for the error of one
+// that is not.
+const servedEndpoints = "/v1/chat/completions, /v1/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses, /v1/embeddings and /v1/models"
+
+// serveCountTokens forwards POST /v1/messages/count_tokens to the
+// upstream that serves the model: it generates nothing to check. An
+// Ollama upstream, which lacks the Messages API, gets the error that
+// says so.
+func (g *Gateway) serveCountTokens(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		fail(w, r.URL.Path, http.StatusMethodNotAllowed, apiError{Message: r.URL.Path + " takes POST", Type: "invalid_request_error", Code: "method_not_allowed"})
+		return
+	}
+	raw, status, err := g.readBody(w, r)
+	if err != nil {
+		fail(w, r.URL.Path, status, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
+		return
+	}
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
+		fail(w, r.URL.Path, http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + err.Error(), Type: "invalid_request_error", Code: "aegis_bad_request"})
+		return
+	}
+	up, err := g.route(req.Model)
+	if err != nil || up == nil {
+		fail(w, r.URL.Path, http.StatusNotFound, apiError{Message: "model " + quote(req.Model) + " is not served here", Type: "invalid_request_error", Code: "model_not_found"})
+		return
+	}
+	if _, err := dialectMessages.upstreamPath(up.Kind); err != nil {
+		fail(w, r.URL.Path, http.StatusNotFound, apiError{Message: err.Error(), Type: "invalid_request_error", Code: "not_found"})
+		return
+	}
+	r.Body, r.ContentLength = readerBody(raw), int64(len(raw))
+	g.proxy(w, r, up)
 }
 
 // modelList returns the model objects of every upstream: the configured

@@ -110,10 +110,15 @@ func haltMessage(v validator.Verdict) string {
 }
 
 // fail writes an error in the shape the client of path expects: Ollama's
-// {"error": "..."} under /api/, else the OpenAI error object.
+// {"error": "..."} under /api/, the Messages API's under /v1/messages,
+// else the OpenAI error object.
 func fail(w http.ResponseWriter, path string, status int, e apiError) {
 	if strings.HasPrefix(path, "/api/") {
 		writeJSON(w, status, map[string]string{"error": e.Message})
+		return
+	}
+	if strings.HasPrefix(path, "/v1/messages") {
+		writeJSON(w, status, anthropicError(e, nil))
 		return
 	}
 	writeError(w, status, e, nil)

@@ -69,7 +69,11 @@ func TestPassthroughPolicy(t *testing.T) {
 		{"model by id", "GET", "/v1/models/stories", "", false, 200, true, ""},
 		{"unknown model by id", "GET", "/v1/models/gpt-4", "", false, 404, true, "model_not_found"},
 		{"ollama model without its tag", "GET", "/v1/models/llama3", "", false, 200, true, ""},
-		{"responses", "POST", "/v1/responses", `{}`, false, 404, false, "unsupported_endpoint"},
+		// Ollama has neither API: the error names what it serves.
+		{"responses on ollama", "POST", "/v1/responses", `{"model":"stories","input":"hi"}`, false, 404, false, "serves /api/chat, /api/generate and /v1/chat/completions"},
+		{"messages on ollama", "POST", "/v1/messages", `{"model":"stories","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, false, 404, false, "serves /api/chat, /api/generate and /v1/chat/completions"},
+		{"count_tokens on ollama", "POST", "/v1/messages/count_tokens", `{"model":"stories","messages":[{"role":"user","content":"hi"}]}`, false, 404, false, "not_found_error"},
+		{"stored response", "GET", "/v1/responses/resp_1", "", false, 404, false, "unsupported_endpoint"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{ol}, AllowManagement: tc.allow, InputCheck: inject, AuthToken: "tok"})

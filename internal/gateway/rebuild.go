@@ -15,9 +15,10 @@ import (
 // member, and other values keep the last one seen.
 type fieldAcc struct {
 	attempt int
-	top     rawBody // top-level members, last value wins
-	choice  rawBody // members of choices[0] (OpenAI) beside the delta
-	msg     rawBody // members of the delta (OpenAI) or message (Ollama)
+	top     rawBody  // top-level members, last value wins
+	choice  rawBody  // members of choices[0] (OpenAI) beside the delta
+	msg     rawBody  // members of the delta (OpenAI) or message (Ollama)
+	parts   partsAcc // the blocks or items of Messages and Responses
 }
 
 // Members the assembly writes itself; everything else is carried over.

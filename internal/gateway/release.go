@@ -197,7 +197,7 @@ func (r *releaser) release(rp int) {
 		pc := &r.pending[n]
 		if pc.end > rp {
 			if rp > r.sent && pc.start < rp {
-				r.scratch = r.wire.appendChunk(r.scratch[:0], r.tpl, r.text[r.sent:rp], "")
+				r.scratch = r.cut(pc.raw, r.text[r.sent:rp])
 				r.emit(r.scratch)
 				r.sent = rp
 			}
@@ -207,7 +207,7 @@ func (r *releaser) release(rp int) {
 		case pc.start >= r.sent:
 			r.emit(pc.raw)
 		case pc.end > r.sent:
-			r.scratch = r.wire.appendChunk(r.scratch[:0], r.tpl, r.text[r.sent:pc.end], "")
+			r.scratch = r.cut(pc.raw, r.text[r.sent:pc.end])
 			r.emit(r.scratch)
 		}
 		if pc.end > r.sent {
@@ -226,6 +226,21 @@ func (r *releaser) release(rp int) {
 	if !r.batch {
 		r.flush()
 	}
+}
+
+// cutter is a clientWriter that spells a cut chunk after the upstream's
+// own (its content block or output item, its kind of delta) rather than
+// as a new chunk of text.
+type cutter interface {
+	appendCut(dst, raw, text []byte) []byte
+}
+
+// cut spells the part text of the upstream chunk raw, into scratch.
+func (r *releaser) cut(raw, text []byte) []byte {
+	if c, ok := r.wire.(cutter); ok {
+		return c.appendCut(r.scratch[:0], raw, text)
+	}
+	return r.wire.appendChunk(r.scratch[:0], r.tpl, text, "")
 }
 
 // emit frames one payload for the client's stream.

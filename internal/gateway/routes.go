@@ -8,7 +8,7 @@ import (
 )
 
 // dialects lists every dialect (tests range over it).
-var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dialectOllamaGenerate}
+var dialects = []dialect{dialectChat, dialectCompletions, dialectOllamaChat, dialectOllamaGenerate, dialectMessages, dialectResponses}
 
 // ServeHTTP routes the API.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +34,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.serveGenerate(w, r, dialectOllamaChat)
 	case "/api/generate":
 		g.serveGenerate(w, r, dialectOllamaGenerate)
+	case "/v1/messages":
+		g.serveGenerate(w, r, dialectMessages)
+	case "/v1/messages/count_tokens":
+		g.serveCountTokens(w, r)
+	case "/v1/responses":
+		g.serveGenerate(w, r, dialectResponses)
 	case "/v1/models", "/models":
 		g.serveModels(w, r)
 	case "/v1/embeddings", "/embeddings":

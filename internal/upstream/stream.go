@@ -23,6 +23,11 @@ type Stream struct {
 	sse   *sse.Reader
 	lines *sse.LineReader
 	done  bool
+	// final, when set, names the events that end an SSE stream that has
+	// no "[DONE]" marker (Anthropic's Messages, OpenAI's Responses).
+	final func(name string, data []byte) bool
+	// last is the stream's last event, for the error of a truncated one.
+	last string
 }
 
 // countingReader counts the reads of the body: payloads that Next returns
@@ -41,6 +46,16 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func NewSSEStream(body io.ReadCloser) *Stream {
 	s := &Stream{body: body, in: countingReader{r: body}}
 	s.sse = sse.NewReader(&s.in)
+	return s
+}
+
+// NewEventStream reads body as Server-Sent Events that end with an event
+// of their own rather than "[DONE]": final reports whether the event
+// name (its "event:" field, or "" when absent) with payload data is the
+// last one. A "[DONE]" marker also ends it.
+func NewEventStream(body io.ReadCloser, final func(name string, data []byte) bool) *Stream {
+	s := NewSSEStream(body)
+	s.final = final
 	return s
 }
 
@@ -73,10 +88,19 @@ func (s *Stream) Next() ([]byte, error) {
 	}
 	ev, err := s.sse.Next()
 	if err == io.EOF {
+		if s.final != nil {
+			return nil, fmt.Errorf("upstream: %w (the last event was %q)", ErrTruncated, s.last)
+		}
 		return nil, fmt.Errorf("upstream: %w", ErrTruncated)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.final != nil {
+		s.last = ev.Name
+		if s.final(ev.Name, ev.Data) {
+			s.done = true // the payload is returned; the next call ends
+		}
 	}
 	if ev.Name == "error" {
 		data := ev.Data

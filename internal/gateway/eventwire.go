@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+	"github.com/aegis-sentinel/aegis/internal/validator"
+)
+
+// eventWire is what Anthropic's Messages and OpenAI's Responses share:
+// Server-Sent Events whose "event:" field repeats the payload's "type",
+// a stream that ends with an event of its own rather than "[DONE]", one
+// answer per request, and an answer made of numbered parts (content
+// blocks, output items) that open, take deltas and close.
+type eventWire struct {
+	path string
+	// final are the event types that end the stream (an array: a
+	// dialect is a comparable value).
+	final [3]string
+	// served names the API in the error an upstream without it gets.
+	served string
+}
+
+func (w eventWire) String() string { return w.path }
+
+// upstreamPath: Ollama has neither API (its server answers 404); every
+// other upstream is asked on the same path, and one that lacks the API
+// refuses the request with its own status.
+func (w eventWire) upstreamPath(kind upstream.Kind) (string, error) {
+	if kind == upstream.KindOllama {
+		return "", fmt.Errorf("%s (%s) is not served by the Ollama upstream, which serves /api/chat, /api/generate and /v1/chat/completions; point the client at one of those, or at a llama-server upstream", w.path, w.served)
+	}
+	return w.path, nil
+}
+
+func (eventWire) generates(rawBody) bool { return true }
+
+// choices: both APIs give one answer per request.
+func (eventWire) choices(rawBody) (int, error) { return 1, nil }
+
+// streamBody: both APIs report usage in their closing events, streamed or
+// not.
+func (eventWire) streamBody(b rawBody, clientStreams bool) { b.set("stream", true) }
+
+func (w eventWire) newStream(body io.ReadCloser) *upstream.Stream {
+	return upstream.NewEventStream(body, w.isFinal)
+}
+
+// isFinal reports whether the event named name with payload data ends the
+// stream.
+func (w eventWire) isFinal(name string, data []byte) bool {
+	if name == "" {
+		name = eventType(data)
+	}
+	for _, f := range w.final {
+		if f != "" && name == f {
+			return true
+		}
+	}
+	return false
+}
+
+// foreign: the identity of these answers lives in their first event
+// (message_start, response.created), which a retry's stream repeats and
+// the gateway drops once the client has one; their deltas carry none.
+func (eventWire) foreign(*template, *chunk, int) bool { return false }
+
+// addTools assembles the call deltas parse made of the chunk.
+func (eventWire) addTools(a *toolAcc, c *chunk) { a.addDeltas(c.deltas) }
+
+func (eventWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.deltaCalls() }
+
+func (eventWire) streamHeader(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// frame names the event after the payload's type, as both APIs do.
+func (eventWire) frame(dst, p []byte) []byte { return appendNamed(dst, eventType(p), p) }
+
+// appendNamed appends one SSE event named name (none when empty).
+func appendNamed(dst []byte, name string, p []byte) []byte {
+	if name != "" {
+		dst = append(dst, "event: "...)
+		dst = append(dst, name...)
+		dst = append(dst, '\n')
+	}
+	return sse.AppendData(dst, p)
+}
+
+// appendEnd: the last event ends the stream; there is no marker.
+func (eventWire) appendEnd(dst []byte) []byte { return dst }
+
+// eventType reads the "type" member of the payload p, first where both
+// APIs put it (the first member), else anywhere at the top level; "" when
+// p has none.
+func eventType(p []byte) string {
+	const pre = `{"type":"`
+	if bytes.HasPrefix(p, []byte(pre)) {
+		rest := p[len(pre):]
+		if i := bytes.IndexByte(rest, '"'); i >= 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return string(rest[:i])
+		}
+	}
+	var t struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(p, &t) != nil {
+		return ""
+	}
+	return t.Type
+}
+
+// maxParts bounds the parts (content blocks, output items) of one answer.
+const maxParts = 4096
+
+// partState follows the parts of one attempt's answer as the upstream
+// streams them, to refuse a stream whose parts do not fit together: a
+// part opened twice or out of order, a delta or close for a part never
+// opened or already closed, a delta of the wrong kind. It lives in the
+// attempt's chunk (chunk.parts), so every attempt starts with none.
+type partState struct {
+	kinds  []string          // each part's type, by index
+	closed []bool            // whether each part was closed
+	tool   []int             // each part's tool call ordinal, -1 when not a call
+	ids    map[string]int    // Responses: item id to index
+	tools  int               // the calls opened
+	calls  []openai.ToolCall // scratch for the chunk's one delta
+}
+
+// open records part i of kind. It must be the next one: parts are
+// numbered from 0 without gaps, each opened once.
+func (s *partState) open(i int, kind string) error {
+	switch {
+	case i < 0:
+		return fmt.Errorf("part index %d is negative", i)
+	case i < len(s.kinds):
+		return fmt.Errorf("part %d was opened twice", i)
+	case i > len(s.kinds):
+		return fmt.Errorf("part %d opened before part %d (an index was skipped)", i, len(s.kinds))
+	case i >= maxParts:
+		return fmt.Errorf("more than %d parts in one answer", maxParts)
+	}
+	s.kinds = append(s.kinds, kind)
+	s.closed = append(s.closed, false)
+	t := -1
+	if kind == "tool_use" || kind == "function_call" {
+		t = s.tools
+		s.tools++
+	}
+	s.tool = append(s.tool, t)
+	return nil
+}
+
+// at returns the kind of the open part i.
+func (s *partState) at(i int) (string, error) {
+	if i < 0 || i >= len(s.kinds) {
+		return "", fmt.Errorf("a delta for part %d, which was never opened", i)
+	}
+	if s.closed[i] {
+		return "", fmt.Errorf("a delta for part %d after it was closed", i)
+	}
+	return s.kinds[i], nil
+}
+
+// close closes the open part i and returns its kind.
+func (s *partState) close(i int) (string, error) {
+	k, err := s.at(i)
+	if err != nil {
+		return "", fmt.Errorf("closing part %d: %w", i, err)
+	}
+	s.closed[i] = true
+	return k, nil
+}
+
+// unclosed returns the first part still open, or -1.
+func (s *partState) unclosed() int {
+	for i, c := range s.closed {
+		if !c {
+			return i
+		}
+	}
+	return -1
+}
+
+// callDelta makes c carry one tool-call delta for part i.
+func (s *partState) callDelta(c *chunk, i int, id, name, args string) {
+	ord := s.tool[i]
+	c.deltas = append(s.calls[:0], openai.ToolCall{Index: &ord, ID: id, Function: openai.FunctionCall{Name: name, Arguments: args}})
+	if id != "" || name != "" {
+		c.deltas[0].Type = "function"
+	}
+	s.calls = c.deltas
+	c.hasTools = true
+}
+
+// setText makes s the chunk's text.
+func (c *chunk) setText(s string) {
+	c.buf = append(c.buf[:0], s...)
+	c.text, c.hasText = c.buf, len(c.buf) > 0
+}
+
+// kindMismatch is the error of a delta that does not belong in its part.
+func kindMismatch(delta string, i int, kind string) error {
+	return fmt.Errorf("a %s for part %d, which is a %s", delta, i, kind)
+}
