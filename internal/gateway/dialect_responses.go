@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -315,6 +316,12 @@ func (responsesDialect) body(top rawBody, answers ...*output) rawBody {
 	b := ans.acc.parts.head.clone()
 	if b == nil {
 		b = rawBody{}
+	}
+	// A non-streamed response says when it completed; llama-server's
+	// streamed response.completed does not: the time the answer was
+	// assembled stands in.
+	if _, ok := b["completed_at"]; !ok && string(b["status"]) == `"completed"` {
+		b.set("completed_at", time.Now().Unix())
 	}
 	var out []rawBody
 	json.Unmarshal(b["output"], &out)
