@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/upstream"
+)
+
+// BenchmarkEventDialectsSideBySide is BenchmarkStreamSideBySide for the
+// Messages and Responses routes: llama-server's recorded streams of each
+// (testdata/wire, 250 µs per event) asked directly and through Aegis with
+// its default policy, interleaved; it reports the time to the first text
+// delta of each and what Aegis adds to it.
+func BenchmarkEventDialectsSideBySide(b *testing.B) {
+	for _, tc := range []struct{ path, capture, body string }{
+		{"/v1/messages", "llama-messages-200.sse", `{"model":"m","max_tokens":200,"system":"You tell short stories.","messages":[{"role":"user","content":"Tell me a story about a dog."}],"stream":true}`},
+		{"/v1/responses", "llama-responses-200.sse", `{"model":"m","max_output_tokens":200,"instructions":"You tell short stories.","input":"Tell me a story about a dog.","stream":true}`},
+	} {
+		b.Run(tc.path[4:], func(b *testing.B) {
+			raw, err := os.ReadFile("testdata/wire/" + tc.capture)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var evs [][]byte
+			rd := sse.NewReader(bytes.NewReader(raw))
+			for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
+				evs = append(evs, appendNamed(nil, ev.Name, ev.Data))
+			}
+			up := replay(b, evs, 250*time.Microsecond)
+			aegis := start(b, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(b, "replay", up.URL, upstream.KindLlamaServer)}})
+			client := &http.Client{Transport: upstream.NewClient().Transport}
+			defer client.CloseIdleConnections()
+			urls := []string{up.URL + tc.path, aegis.URL + tc.path}
+			var ttft [2][]time.Duration
+			round := func() error {
+				var texts [2]string
+				for i, u := range urls {
+					d, text, err := firstDelta(client, u, []byte(tc.body))
+					if err != nil {
+						return err
+					}
+					ttft[i] = append(ttft[i], d)
+					texts[i] = text
+				}
+				if texts[0] == "" || texts[1] != texts[0] {
+					return fmt.Errorf("text through Aegis %q, direct %q", texts[1], texts[0])
+				}
+				return nil
+			}
+			for range 10 {
+				if err := round(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ttft = [2][]time.Duration{}
+			b.ResetTimer()
+			for b.Loop() {
+				if err := round(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			added := make([]time.Duration, len(ttft[0]))
+			for i := range added {
+				added[i] = ttft[1][i] - ttft[0][i]
+			}
+			us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+			b.ReportMetric(us(pct(ttft[0], .5)), "direct-ttft-p50-µs")
+			b.ReportMetric(us(pct(ttft[1], .5)), "aegis-ttft-p50-µs")
+			b.ReportMetric(us(pct(added, .5)), "aegis-added-ttft-p50-µs")
+			b.ReportMetric(us(pct(added, .99)), "aegis-added-ttft-p99-µs")
+		})
+	}
+}
+
+// firstDelta asks url for a named-event stream and returns the time to
+// its first text delta and the whole text.
+func firstDelta(c *http.Client, url string, body []byte) (time.Duration, string, error) {
+	t0 := time.Now()
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return 0, "", fmt.Errorf("%s: status %d", url, resp.StatusCode)
+	}
+	var first time.Duration
+	raw, err := io.ReadAll(readFirst(resp.Body, &first, t0))
+	if err != nil {
+		return 0, "", err
+	}
+	var c2 chunk
+	text := ""
+	rd := sse.NewReader(bytes.NewReader(raw))
+	d := dialectMessages
+	if bytes.Contains(raw, []byte("event: response.")) {
+		d = dialectResponses
+	}
+	for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
+		if d.parse(ev.Data, &c2) == nil && c2.hasText {
+			text += string(c2.text)
+		}
+	}
+	return first, text, nil
+}
+
+// readFirst reads r, noting in *first when a text delta first arrived.
+func readFirst(r io.Reader, first *time.Duration, t0 time.Time) io.Reader {
+	return &firstReader{r: r, first: first, t0: t0}
+}
+
+type firstReader struct {
+	r     io.Reader
+	first *time.Duration
+	t0    time.Time
+	seen  []byte
+}
+
+func (f *firstReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if *f.first == 0 && n > 0 {
+		f.seen = append(f.seen, p[:n]...)
+		if bytes.Contains(f.seen, []byte(`"text_delta"`)) || bytes.Contains(f.seen, []byte("response.output_text.delta\ndata:")) {
+			*f.first = time.Since(f.t0)
+			f.seen = nil
+		}
+	}
+	return n, err
+}
