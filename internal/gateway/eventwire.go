@@ -95,6 +95,10 @@ func appendNamed(dst []byte, name string, p []byte) []byte {
 	return sse.AppendData(dst, p)
 }
 
+// appendComment: both APIs' clients skip Server-Sent Events comments, so
+// a held stream gets keep-alive comments as the chat API's does.
+func (eventWire) appendComment(dst []byte) []byte { return append(dst, keepAliveComment...) }
+
 // appendEnd: the last event ends the stream; there is no marker.
 func (eventWire) appendEnd(dst []byte) []byte { return dst }
 

@@ -100,12 +100,13 @@ func TestKeepAliveNotOnBody(t *testing.T) {
 	}
 }
 
-// TestKeepAliveDialects: the Server-Sent Events dialects carry comments;
+// TestKeepAliveDialects: the Server-Sent Events dialects (chat,
+// completions, Messages, Responses) carry comments;
 // Ollama's NDJSON, whose every line its clients parse as JSON, does not.
 func TestKeepAliveDialects(t *testing.T) {
 	for _, d := range dialects {
 		_, sse := d.(commenter)
-		if want := d == dialectChat || d == dialectCompletions; sse != want {
+		if want := d == dialectChat || d == dialectCompletions || d == dialectMessages || d == dialectResponses; sse != want {
 			t.Errorf("%s: comments %v, want %v", d, sse, want)
 		}
 	}
