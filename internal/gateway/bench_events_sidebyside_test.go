@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,68 +15,78 @@ import (
 )
 
 // BenchmarkEventDialectsSideBySide is BenchmarkStreamSideBySide for the
-// Messages and Responses routes: llama-server's recorded streams of each
-// (testdata/wire, 250 µs per event) asked directly and through Aegis with
-// its default policy, interleaved; it reports the time to the first text
-// delta of each and what Aegis adds to it.
+// Messages and Responses routes, next to the chat route in the same run:
+// llama-server's recorded streams of each (the first 40 events of
+// testdata/wire and of llama-chat-200.sse, then their closing events;
+// 250 µs per event) asked directly and through Aegis, interleaved, under
+// the default policy and under one without the checks that hold back
+// the last tokens (repetition, leak), which shows what the gateway and
+// the dialect add. It reports the time to the first text delta of each
+// and what Aegis adds to it.
 func BenchmarkEventDialectsSideBySide(b *testing.B) {
-	for _, tc := range []struct{ path, capture, body string }{
-		{"/v1/messages", "llama-messages-200.sse", `{"model":"m","max_tokens":200,"system":"You tell short stories.","messages":[{"role":"user","content":"Tell me a story about a dog."}],"stream":true}`},
-		{"/v1/responses", "llama-responses-200.sse", `{"model":"m","max_output_tokens":200,"instructions":"You tell short stories.","input":"Tell me a story about a dog.","stream":true}`},
+	for _, tc := range []struct {
+		path, capture, body string
+		closing             int // the closing events kept after the first 40
+	}{
+		{"/v1/chat/completions", "llama-chat-200.sse", string(benchBody), 2},
+		{"/v1/messages", "wire/llama-messages-200.sse", `{"model":"m","max_tokens":200,"system":"You tell short stories.","messages":[{"role":"user","content":"Tell me a story about a dog."}],"stream":true}`, 3},
+		{"/v1/responses", "wire/llama-responses-200.sse", `{"model":"m","max_output_tokens":200,"instructions":"You tell short stories.","input":"Tell me a story about a dog.","stream":true}`, 4},
 	} {
-		b.Run(tc.path[4:], func(b *testing.B) {
-			raw, err := os.ReadFile("testdata/wire/" + tc.capture)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var evs [][]byte
-			rd := sse.NewReader(bytes.NewReader(raw))
-			for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
-				evs = append(evs, appendNamed(nil, ev.Name, ev.Data))
-			}
-			up := replay(b, evs, 250*time.Microsecond)
-			aegis := start(b, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(b, "replay", up.URL, upstream.KindLlamaServer)}})
-			client := &http.Client{Transport: upstream.NewClient().Transport}
-			defer client.CloseIdleConnections()
-			urls := []string{up.URL + tc.path, aegis.URL + tc.path}
-			var ttft [2][]time.Duration
-			round := func() error {
-				var texts [2]string
-				for i, u := range urls {
-					d, text, err := firstDelta(client, u, []byte(tc.body))
-					if err != nil {
-						return err
+		raw, err := os.ReadFile("testdata/" + tc.capture)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var evs [][]byte
+		rd := sse.NewReader(bytes.NewReader(raw))
+		for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
+			evs = append(evs, appendNamed(nil, ev.Name, ev.Data))
+		}
+		evs = append(evs[:40:40], evs[len(evs)-tc.closing:]...)
+		up := replay(b, evs, 250*time.Microsecond)
+		for _, pol := range policies(b) {
+			b.Run(strings.TrimPrefix(tc.path, "/v1/")+"/"+pol.name, func(b *testing.B) {
+				aegis := start(b, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(b, "replay", up.URL, upstream.KindLlamaServer)}, Policy: pol.pol})
+				client := &http.Client{Transport: upstream.NewClient().Transport}
+				defer client.CloseIdleConnections()
+				urls := []string{up.URL + tc.path, aegis.URL + tc.path}
+				var ttft [2][]time.Duration
+				round := func() error {
+					var texts [2]string
+					for i, u := range urls {
+						d, text, err := firstDelta(client, u, []byte(tc.body))
+						if err != nil {
+							return err
+						}
+						ttft[i] = append(ttft[i], d)
+						texts[i] = text
 					}
-					ttft[i] = append(ttft[i], d)
-					texts[i] = text
+					if texts[0] == "" || texts[1] != texts[0] {
+						return fmt.Errorf("text through Aegis %q, direct %q", texts[1], texts[0])
+					}
+					return nil
 				}
-				if texts[0] == "" || texts[1] != texts[0] {
-					return fmt.Errorf("text through Aegis %q, direct %q", texts[1], texts[0])
+				for range 10 {
+					if err := round(); err != nil {
+						b.Fatal(err)
+					}
 				}
-				return nil
-			}
-			for range 10 {
-				if err := round(); err != nil {
-					b.Fatal(err)
+				ttft = [2][]time.Duration{}
+				b.ResetTimer()
+				for b.Loop() {
+					if err := round(); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			ttft = [2][]time.Duration{}
-			b.ResetTimer()
-			for b.Loop() {
-				if err := round(); err != nil {
-					b.Fatal(err)
+				added := make([]time.Duration, len(ttft[0]))
+				for i := range added {
+					added[i] = ttft[1][i] - ttft[0][i]
 				}
-			}
-			added := make([]time.Duration, len(ttft[0]))
-			for i := range added {
-				added[i] = ttft[1][i] - ttft[0][i]
-			}
-			us := func(d time.Duration) float64 { return float64(d) / 1e3 }
-			b.ReportMetric(us(pct(ttft[0], .5)), "direct-ttft-p50-µs")
-			b.ReportMetric(us(pct(ttft[1], .5)), "aegis-ttft-p50-µs")
-			b.ReportMetric(us(pct(added, .5)), "aegis-added-ttft-p50-µs")
-			b.ReportMetric(us(pct(added, .99)), "aegis-added-ttft-p99-µs")
-		})
+				us := func(d time.Duration) float64 { return float64(d) / 1e3 }
+				b.ReportMetric(us(pct(ttft[0], .5)), "direct-ttft-p50-µs")
+				b.ReportMetric(us(pct(added, .5)), "aegis-added-ttft-p50-µs")
+				b.ReportMetric(us(pct(added, .99)), "aegis-added-ttft-p99-µs")
+			})
+		}
 	}
 }
 
@@ -99,9 +110,12 @@ func firstDelta(c *http.Client, url string, body []byte) (time.Duration, string,
 	var c2 chunk
 	text := ""
 	rd := sse.NewReader(bytes.NewReader(raw))
-	d := dialectMessages
-	if bytes.Contains(raw, []byte("event: response.")) {
+	d := dialectChat
+	switch {
+	case bytes.Contains(raw, []byte("event: response.")):
 		d = dialectResponses
+	case bytes.Contains(raw, []byte("event: message_start")):
+		d = dialectMessages
 	}
 	for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
 		if d.parse(ev.Data, &c2) == nil && c2.hasText {
@@ -127,10 +141,49 @@ func (f *firstReader) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
 	if *f.first == 0 && n > 0 {
 		f.seen = append(f.seen, p[:n]...)
-		if bytes.Contains(f.seen, []byte(`"text_delta"`)) || bytes.Contains(f.seen, []byte("response.output_text.delta\ndata:")) {
+		if bytes.Contains(f.seen, []byte(`"text_delta"`)) || bytes.Contains(f.seen, []byte("response.output_text.delta\ndata:")) || bytes.Contains(f.seen, []byte(`"content":"`)) {
 			*f.first = time.Since(f.t0)
 			f.seen = nil
 		}
 	}
 	return n, err
+}
+
+// BenchmarkEventParse is what each dialect spends on one upstream event of
+// a recorded llama-server stream: parsing it and framing it again for the
+// client (the work Aegis adds per event beside the checks).
+func BenchmarkEventParse(b *testing.B) {
+	for _, tc := range []struct {
+		d       dialect
+		capture string
+	}{{dialectChat, "llama-chat-200.sse"}, {dialectMessages, "wire/llama-messages-200.sse"}, {dialectResponses, "wire/llama-responses-200.sse"}} {
+		b.Run(strings.TrimPrefix(tc.d.String(), "/v1/"), func(b *testing.B) {
+			raw, err := os.ReadFile("testdata/" + tc.capture)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var evs [][]byte
+			rd := sse.NewReader(bytes.NewReader(raw))
+			for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
+				if !ev.Done() {
+					evs = append(evs, bytes.Clone(ev.Data))
+				}
+			}
+			var out []byte
+			var c chunk
+			n := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				c = chunk{} // one attempt reads the whole stream
+				for _, p := range evs {
+					if err := tc.d.parse(p, &c); err != nil {
+						b.Fatal(err)
+					}
+					out = tc.d.frame(out[:0], p)
+				}
+				n += len(evs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/event")
+		})
+	}
 }
