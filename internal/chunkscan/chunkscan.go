@@ -72,6 +72,14 @@ type Fields struct {
 	// choices[0].text (Completions), or message.content, else response
 	// (Ollama). Absent when missing or null.
 	Text Span
+	// Reasoning is the chunk's reasoning: choices[0].delta.reasoning_content
+	// or .reasoning (Chat), message.thinking, else thinking (Ollama).
+	// Absent when missing or null.
+	Reasoning Span
+	// Usage says the chunk carries token counts or timings (usage,
+	// timings; Ollama's eval counts); Progress that it reports work on the
+	// prompt (llama-server's prompt_progress).
+	Usage, Progress bool
 	// ToolCalls is the raw JSON array of choices[0].delta.tool_calls (Chat)
 	// or message.tool_calls (Ollama); ToolCallCount is its length.
 	ToolCalls     Span
@@ -113,8 +121,11 @@ type scanner struct {
 	out *Fields
 
 	content, text Span // choice 0's delta.content and text
+	reasoning     Span // choice 0's delta.reasoning_content or .reasoning
 	response      Span
+	thinking      Span // Ollama's top-level thinking (generate)
 	msgContent    Span
+	msgThinking   Span
 	msgPresent    bool
 }
 
@@ -148,14 +159,14 @@ func Scan(f Format, p []byte, out *Fields) error {
 	}
 	switch f {
 	case Chat:
-		out.Text = s.content
+		out.Text, out.Reasoning = s.content, s.reasoning
 	case Completions:
 		out.Text = s.text
 	case Ollama:
 		if s.msgPresent {
-			out.Text = s.msgContent
+			out.Text, out.Reasoning = s.msgContent, s.msgThinking
 		} else {
-			out.Text = s.response
+			out.Text, out.Reasoning = s.response, s.thinking
 		}
 	}
 	return nil

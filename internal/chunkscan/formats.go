@@ -3,13 +3,13 @@ package chunkscan
 // The member names each object of the formats is read for; the index of
 // a name in its list is the case it is handled by.
 var (
-	openaiTopNames = []string{"id", "created", "model", "system_fingerprint", "choices", "error"}
+	openaiTopNames = []string{"id", "created", "model", "system_fingerprint", "choices", "error", "usage", "timings", "prompt_progress"}
 	choiceNames    = []string{"delta", "text", "finish_reason"}
-	deltaNames     = []string{"content", "tool_calls", "function_call"}
+	deltaNames     = []string{"content", "tool_calls", "function_call", "reasoning_content", "reasoning"}
 	toolCallNames  = []string{"index", "id", "type", "function"}
 	functionNames  = []string{"name", "arguments"}
-	ollamaTopNames = []string{"model", "created_at", "message", "response", "done", "done_reason", "error"}
-	messageNames   = []string{"content", "tool_calls"}
+	ollamaTopNames = []string{"model", "created_at", "message", "response", "done", "done_reason", "error", "thinking", "eval_count", "prompt_eval_count"}
+	messageNames   = []string{"content", "tool_calls", "thinking"}
 )
 
 // openaiTop reads a chat or completions chunk's top-level object.
@@ -42,6 +42,10 @@ func (s *scanner) openaiTop() error {
 					out.Error = Span{}
 				}
 			}
+		case 6, 7:
+			err = s.present(&out.Usage)
+		case 8:
+			err = s.present(&out.Progress)
 		default:
 			err = s.skip(2)
 		}
@@ -60,7 +64,7 @@ func (s *scanner) peekStart() int {
 // resetChoice forgets choice 0: a null or empty choices array replaces
 // the slice encoding/json decodes into.
 func (s *scanner) resetChoice() {
-	s.content, s.text = Span{}, Span{}
+	s.content, s.text, s.reasoning = Span{}, Span{}, Span{}
 	s.out.ToolCalls, s.out.ToolCallCount, s.out.FinishReason = Span{}, 0, Span{}
 	s.out.FunctionCall = Span{}
 }
@@ -155,10 +159,10 @@ func (s *scanner) delta(keep bool) error {
 	if err := s.enter(4); err != nil {
 		return err
 	}
-	var content, calls, fcall Span
+	var content, calls, fcall, reasoning Span
 	var count int
 	if keep {
-		content, calls, count, fcall = s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall
+		content, calls, count, fcall, reasoning = s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning
 	}
 	for first := true; ; first = false {
 		name, esc, more, err := s.member(first)
@@ -178,6 +182,8 @@ func (s *scanner) delta(keep bool) error {
 			if err = s.skip(5); err == nil {
 				fcall = Span{start, s.i}
 			}
+		case 3, 4:
+			err = s.setString(&reasoning, true)
 		default:
 			err = s.skip(5)
 		}
@@ -186,7 +192,7 @@ func (s *scanner) delta(keep bool) error {
 		}
 	}
 	if keep {
-		s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall = content, calls, count, fcall
+		s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning = content, calls, count, fcall, reasoning
 	}
 	return nil
 }
@@ -314,6 +320,10 @@ func (s *scanner) ollamaTop() error {
 			err = s.setString(&out.FinishReason, false)
 		case 6:
 			err = s.setString(&out.Error, false)
+		case 7:
+			err = s.setString(&s.thinking, true)
+		case 8, 9:
+			err = s.present(&out.Usage)
 		default:
 			err = s.skip(2)
 		}
@@ -328,7 +338,7 @@ func (s *scanner) ollamaTop() error {
 func (s *scanner) message() error {
 	switch s.peek() {
 	case 'n':
-		s.msgPresent, s.msgContent = false, Span{}
+		s.msgPresent, s.msgContent, s.msgThinking = false, Span{}, Span{}
 		s.out.ToolCalls, s.out.ToolCallCount = Span{}, 0
 		return s.literal("null")
 	case '{':
@@ -336,7 +346,7 @@ func (s *scanner) message() error {
 		return s.fail("want a message object")
 	}
 	if !s.msgPresent {
-		s.msgPresent, s.msgContent = true, Span{}
+		s.msgPresent, s.msgContent, s.msgThinking = true, Span{}, Span{}
 		s.out.ToolCalls, s.out.ToolCallCount = Span{}, 0
 	}
 	if err := s.enter(2); err != nil {
@@ -352,6 +362,8 @@ func (s *scanner) message() error {
 			err = s.setString(&s.msgContent, false)
 		case 1:
 			s.out.ToolCalls, s.out.ToolCallCount, err = s.toolCalls(3, false)
+		case 2:
+			err = s.setString(&s.msgThinking, true)
 		default:
 			err = s.skip(3)
 		}
@@ -359,6 +371,16 @@ func (s *scanner) message() error {
 			return err
 		}
 	}
+}
+
+// present skips a value and sets *dst when it is not null.
+func (s *scanner) present(dst *bool) error {
+	null, err := s.isNull()
+	if null || err != nil {
+		return err
+	}
+	*dst = true
+	return s.skip(3)
 }
 
 func (s *scanner) boolOrNull(dst *bool) error {

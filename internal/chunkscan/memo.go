@@ -18,7 +18,10 @@ type Memo struct {
 	f    Format
 	prev []byte // the last chunk read in full (a copy)
 	out  Fields // what Scan found in it
-	ok   bool   // prev and out hold a chunk with a text string
+	ok   bool   // prev and out hold a chunk with a text or reasoning string
+	// reasoning: the string that varies is the reasoning (a chunk with
+	// reasoning and no text), else the text.
+	reasoning bool
 
 	reused bool // the last chunk was read from the remembered one
 }
@@ -32,8 +35,9 @@ func (m *Memo) Scan(f Format, p []byte, out *Fields) error {
 	if err := Scan(f, p, out); err != nil {
 		return err
 	}
-	if t := out.Text; t.Present() {
+	if out.Text.Present() || out.Reasoning.Present() {
 		m.f, m.prev, m.out, m.ok = f, append(m.prev[:0], p...), *out, true
+		m.reasoning = !out.Text.Present()
 	}
 	return nil
 }
@@ -47,6 +51,9 @@ func (m *Memo) Reused() bool { return m.reused }
 // reuse reads p from the remembered chunk when only its text differs.
 func (m *Memo) reuse(p []byte, out *Fields) bool {
 	t := m.out.Text
+	if m.reasoning {
+		t = m.out.Reasoning
+	}
 	// The bytes up to and with the text's opening quote.
 	if len(p) <= t.Start || !bytes.Equal(p[:t.Start+1], m.prev[:t.Start+1]) {
 		return false
@@ -58,12 +65,16 @@ func (m *Memo) reuse(p []byte, out *Fields) bool {
 	}
 	*out = m.out
 	d := sp.End - t.End
-	for _, v := range [...]*Span{&out.ToolCalls, &out.FunctionCall, &out.FinishReason, &out.Error, &out.ID, &out.Model, &out.Fingerprint, &out.CreatedAt} {
+	for _, v := range [...]*Span{&out.Text, &out.Reasoning, &out.ToolCalls, &out.FunctionCall, &out.FinishReason, &out.Error, &out.ID, &out.Model, &out.Fingerprint, &out.CreatedAt} {
 		if v.Present() && v.Start >= t.End {
 			v.Start += d
 			v.End += d
 		}
 	}
-	out.Text = sp
+	if m.reasoning {
+		out.Reasoning = sp
+	} else {
+		out.Text = sp
+	}
 	return true
 }

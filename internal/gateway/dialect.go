@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
-	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -61,19 +59,20 @@ type streamReader interface {
 	upstreamPath(kind upstream.Kind) (string, error)
 	// newStream reads an upstream's streamed answer.
 	newStream(body io.ReadCloser) *upstream.Stream
-	// parse reads one payload of the stream into c, without allocating
-	// for a chunk of plain text.
+	// parse decodes one payload of the stream into the events of c
+	// (event.go), without allocating for a chunk of plain text or
+	// reasoning. A payload it does not know carries no event and passes
+	// through; one that is not what the wire promises is an error naming
+	// what is wrong.
 	parse(p []byte, c *chunk) error
 	// foreign reports whether c, read in attempt, must be restamped with
 	// the identity of the answer the client already has.
 	foreign(t *template, c *chunk, attempt int) bool
-	// addTools adds the tool calls of c (hasTools) to a.
-	addTools(a *toolAcc, c *chunk)
-	// toolCalls returns the calls a assembled, as the checks judge them.
-	toolCalls(a *toolAcc) []validator.ToolCall
 }
 
 // clientWriter spells what the gateway writes to the client itself.
+// A writer that can spell a piece of reasoning implements
+// reasoningWriter too (event.go).
 type clientWriter interface {
 	// appendChunk appends a chunk with text and, when finish is set, the
 	// finish reason that ends the answer.
@@ -108,11 +107,14 @@ type request struct {
 
 // output is what an attempt answered, as a non-streamed body carries it.
 type output struct {
-	text   string
-	finish string // "" means stop
-	tpl    *template
-	tools  toolAcc
-	acc    *fieldAcc
+	text string
+	// reasoning is the reasoning the client gets with the answer ("" when
+	// the policy hides it or there was none).
+	reasoning string
+	finish    string // "" means stop
+	tpl       *template
+	tools     toolAcc
+	acc       *fieldAcc
 }
 
 func (a *output) finishReason() string {
@@ -127,7 +129,8 @@ func (a *output) finishReason() string {
 // are valid until the next parse.
 type chunk struct {
 	payloadFields
-	buf []byte
+	buf  []byte
+	rbuf []byte // reasoning's buffer
 	// memo reads the stream's chunks that differ from the last only in
 	// their text without walking their whole structure.
 	memo chunkscan.Memo
@@ -139,26 +142,32 @@ type chunk struct {
 // reset readies c for the payload p: what the last payload held is
 // cleared, the buffer and the memo stay.
 func (c *chunk) reset(p []byte) {
-	c.payloadFields = payloadFields{p: p}
-	c.buf = c.buf[:0]
+	calls := c.calls[:0]
+	c.payloadFields = payloadFields{p: p, calls: calls}
+	c.buf, c.rbuf = c.buf[:0], c.rbuf[:0]
 }
 
-// payloadFields are the fields of a chunk read from one payload.
+// payloadFields are the events of one payload (event.go lists them).
 type payloadFields struct {
 	text    []byte
 	hasText bool
-	// hasTools says the chunk carries tool calls: OpenAI's deltas, or
-	// Ollama's native calls (whole, arguments as an object).
+	// reasoning is the model's reasoning (hasReasoning): held, checked and
+	// released like text, spelled as reasoning.
+	reasoning    []byte
+	hasReasoning bool
+	// hasTools says the chunk carries pieces of tool calls (calls): OpenAI's
+	// deltas, the legacy function_call, or Ollama's whole native calls.
 	hasTools bool
-	deltas   []openai.ToolCall
-	native   []json.RawMessage
-	fcall    json.RawMessage // a legacy function_call delta
+	calls    []toolcalls.Delta
 	// finish is set on the chunk that ends the answer (finish_reason, or
 	// Ollama's done:true).
 	finish       bool
 	finishReason string
-	errMsg       string
-	created      int64
+	// usage: the chunk carries token counts or timings; progress: the
+	// upstream reports work on the prompt before any output.
+	usage, progress bool
+	errMsg          string
+	created         int64
 	// p and f are the payload and what the scanner found in it; the
 	// identity strings are read from them only when needed.
 	p []byte
@@ -171,6 +180,11 @@ func (c *chunk) readText() {
 	c.created = c.f.Created
 	c.buf = chunkscan.AppendString(c.buf, c.p, c.f.Text)
 	c.text, c.hasText = c.buf, len(c.buf) > 0
+	if c.f.Reasoning.Present() {
+		c.rbuf = chunkscan.AppendString(c.rbuf, c.p, c.f.Reasoning)
+		c.reasoning, c.hasReasoning = c.rbuf, len(c.rbuf) > 0
+	}
+	c.usage, c.progress = c.f.Usage, c.f.Progress
 }
 
 func (c *chunk) str(sp chunkscan.Span) string { return string(chunkscan.AppendString(nil, c.p, sp)) }
@@ -264,20 +278,25 @@ func withMeta(p []byte, m *meta) []byte {
 	return append(out, '}')
 }
 
-// toolAcc assembles one attempt's streamed tool calls: OpenAI's deltas
-// into whole calls, or Ollama's native calls as they came. Each dialect
-// fills the part it speaks (addTools) and reads it (toolCalls).
+// toolAcc holds one attempt's tool calls as toolcalls.Accumulator
+// assembles them from the chunks' tool-call events: the one place calls
+// are put together, for the checks and for the answer's body alike.
 type toolAcc struct {
-	calls  []openai.ToolCall
-	native []json.RawMessage
-	// acc assembles the same deltas (and the legacy function_call) for
-	// the checks, with what is wrong with them (index gaps, arguments
-	// for a call never opened, arguments past the size limit).
+	// acc assembles the pieces, with what is wrong with them (index
+	// gaps, arguments for a call never opened, arguments past the size
+	// limit).
 	acc toolcalls.Accumulator
 }
 
+// add assembles the tool-call pieces of c.
+func (a *toolAcc) add(c *chunk) {
+	for i, d := range c.calls {
+		a.acc.Add(d, i)
+	}
+}
+
 // hasCalls reports whether a holds a tool call.
-func (a *toolAcc) hasCalls() bool { return len(a.calls) > 0 || len(a.native) > 0 || a.acc.Len() > 0 }
+func (a *toolAcc) hasCalls() bool { return a.acc.Len() > 0 }
 
 // problems returns malformed_tool_call findings for the deltas that did
 // not fit together.
@@ -286,50 +305,5 @@ func (a *toolAcc) problems() []validator.Finding {
 	return a.acc.Findings()
 }
 
-// addFunctionCall assembles a legacy function_call delta.
-func (a *toolAcc) addFunctionCall(raw json.RawMessage) { a.acc.AddFunctionCall(raw) }
-
-// addDeltas assembles OpenAI tool-call deltas.
-func (a *toolAcc) addDeltas(deltas []openai.ToolCall) {
-	for i, d := range deltas {
-		idx := i
-		if d.Index != nil {
-			idx = *d.Index
-		}
-		for len(a.calls) <= idx {
-			n := len(a.calls)
-			a.calls = append(a.calls, openai.ToolCall{Index: &n, Type: "function"})
-		}
-		c := &a.calls[idx]
-		if d.ID != "" {
-			c.ID = d.ID
-		}
-		if d.Type != "" {
-			c.Type = d.Type
-		}
-		c.Function.Name += d.Function.Name
-		c.Function.Arguments += d.Function.Arguments
-		args, _ := json.Marshal(d.Function.Arguments)
-		a.acc.Add(toolcalls.Delta{Index: d.Index, ID: d.ID, Type: d.Type, Name: d.Function.Name, Arguments: args}, i)
-	}
-}
-
-// deltaCalls returns the assembled OpenAI calls (or the legacy
-// function_call) as the checks judge them.
-func (a *toolAcc) deltaCalls() []validator.ToolCall { return a.acc.Calls() }
-
-// nativeCalls returns Ollama's native calls as the checks judge them.
-func (a *toolAcc) nativeCalls() []validator.ToolCall {
-	out := make([]validator.ToolCall, len(a.native))
-	for i, raw := range a.native {
-		var c struct {
-			Function struct {
-				Name      string          `json:"name"`
-				Arguments json.RawMessage `json:"arguments"`
-			} `json:"function"`
-		}
-		json.Unmarshal(raw, &c)
-		out[i] = validator.ToolCall{Index: i, ID: strconv.Itoa(i), Name: c.Function.Name, Arguments: string(c.Function.Arguments)}
-	}
-	return out
-}
+// calls returns the assembled calls as the checks judge them.
+func (a *toolAcc) calls() []validator.ToolCall { return a.acc.Calls() }

@@ -74,8 +74,8 @@ func (chatDialect) body(top rawBody, answers ...*output) rawBody {
 	choices := make([]any, len(answers))
 	for i, ans := range answers {
 		msg := map[string]any{"role": "assistant", "content": ans.text}
-		if len(ans.tools.calls) > 0 {
-			msg["tool_calls"] = wholeToolCalls(ans.tools.calls)
+		if ans.tools.hasCalls() {
+			msg["tool_calls"] = wholeToolCalls(ans.tools.calls())
 			if ans.text == "" {
 				msg["content"] = nil
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -97,10 +98,11 @@ func (ndjsonWire) parse(p []byte, c *chunk) error {
 	}
 	c.readText()
 	if f.ToolCallCount > 0 {
-		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.native); err != nil {
+		var err error
+		if c.calls, err = toolcalls.AppendOllama(c.calls, f.ToolCalls.Of(p)); err != nil {
 			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
 		}
-		c.hasTools = len(c.native) > 0
+		c.hasTools = len(c.calls) > 0
 	}
 	c.finish = f.Done
 	if f.FinishReason.Present() {
@@ -112,16 +114,6 @@ func (ndjsonWire) parse(p []byte, c *chunk) error {
 // foreign: Ollama's native chunks carry no id, and created_at is per
 // chunk, so a retry's chunks are never restamped.
 func (ndjsonWire) foreign(*template, *chunk, int) bool { return false }
-
-// addTools keeps the chunk's native tool calls, each whole.
-func (ndjsonWire) addTools(a *toolAcc, c *chunk) {
-	a.native = append(a.native, c.native...)
-	if raw, err := json.Marshal(c.native); err == nil {
-		a.acc.AddOllama(raw) // for what is wrong with them (problems)
-	}
-}
-
-func (ndjsonWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.nativeCalls() }
 
 func (ndjsonWire) streamHeader(h http.Header) { h.Set("Content-Type", "application/x-ndjson") }
 

@@ -53,8 +53,8 @@ func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
 func (ollamaChatDialect) body(top rawBody, answers ...*output) rawBody {
 	ans := answers[0] // Ollama gives one answer per request
 	msg := map[string]any{"role": "assistant", "content": ans.text}
-	if len(ans.tools.native) > 0 {
-		msg["tool_calls"] = ans.tools.native
+	if ans.tools.hasCalls() {
+		msg["tool_calls"] = ollamaToolCalls(ans.tools.calls())
 	}
 	top.set("message", msg)
 	setOllamaDone(top, ans.tpl)

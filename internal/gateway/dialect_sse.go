@@ -9,8 +9,8 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
-	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // sseWire is what the two OpenAI dialects share: Server-Sent Events
@@ -113,18 +113,18 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 		return nil
 	}
 	c.readText()
+	var err error
 	if f.ToolCallCount > 0 {
-		if err := json.Unmarshal(f.ToolCalls.Of(p), &c.deltas); err != nil {
+		if c.calls, err = toolcalls.AppendOpenAI(c.calls, f.ToolCalls.Of(p)); err != nil {
 			return fmt.Errorf("upstream sent tool calls that do not decode: %w", err)
 		}
-		c.hasTools = len(c.deltas) > 0
 	}
 	if fc := f.FunctionCall; fc.Present() {
-		if raw := p[fc.Start:fc.End]; string(raw) != "null" {
-			c.fcall = raw
-			c.hasTools = true
+		if c.calls, err = toolcalls.AppendFunctionCall(c.calls, p[fc.Start:fc.End]); err != nil {
+			return fmt.Errorf("upstream sent a function_call that does not decode: %w", err)
 		}
 	}
+	c.hasTools = len(c.calls) > 0
 	if f.FinishReason.Present() {
 		if c.finishReason = c.str(f.FinishReason); c.finishReason != "" {
 			c.finish = true
@@ -134,16 +134,6 @@ func (w sseWire) parse(p []byte, c *chunk) error {
 }
 
 func (sseWire) foreign(t *template, c *chunk, attempt int) bool { return t.foreign(c, attempt) }
-
-// addTools assembles the chunk's tool-call deltas.
-func (sseWire) addTools(a *toolAcc, c *chunk) {
-	a.addDeltas(c.deltas)
-	if c.fcall != nil {
-		a.addFunctionCall(c.fcall)
-	}
-}
-
-func (sseWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.deltaCalls() }
 
 func (sseWire) streamHeader(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
 )
@@ -188,7 +188,9 @@ func TestDialectRequestShape(t *testing.T) {
 func TestDialectBodies(t *testing.T) {
 	tpl := template{id: "chatcmpl-1", model: "stories", created: 1795327087, fingerprint: "b1", createdAt: "2026-11-24T16:00:00Z", set: true}
 	idx := 0
-	calls := []openai.ToolCall{{Index: &idx, ID: "c0", Type: "function", Function: openai.FunctionCall{Name: "f", Arguments: `{"a":1}`}}}
+	var calls, native toolAcc
+	calls.acc.Add(toolcalls.Delta{Index: &idx, ID: "c0", Type: "function", Name: "f", Arguments: json.RawMessage(`"{\"a\":1}"`)}, 0)
+	native.acc.Add(toolcalls.Delta{Name: "f", Arguments: json.RawMessage(`{}`), Whole: true}, 0)
 	m := &meta{RequestID: "aegis-1", Attempts: 2}
 	for _, tc := range []struct {
 		name   string
@@ -199,10 +201,10 @@ func TestDialectBodies(t *testing.T) {
 	}{
 		{"chat", dialectChat, []string{`{"choices":[{"index":0,"delta":{"content":"Hi","reasoning_content":"r"},"logprobs":{"content":[1]}}]}`},
 			`{"usage":{"completion_tokens":1},"timings":{"predicted_n":1}}`, output{text: "Hi"}},
-		{"chat tool calls", dialectChat, nil, `{}`, output{tools: toolAcc{calls: calls}, finish: "tool_calls"}},
+		{"chat tool calls", dialectChat, nil, `{}`, output{tools: calls, finish: "tool_calls"}},
 		{"completions", dialectCompletions, []string{`{"choices":[{"index":0,"text":"Hi","logprobs":{"tokens":["Hi"]}}]}`}, `{}`, output{text: "Hi", finish: "length"}},
 		{"ollama chat", dialectOllamaChat, []string{`{"message":{"role":"assistant","content":"Hi","thinking":"t"},"done":false}`},
-			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", tools: toolAcc{native: []json.RawMessage{json.RawMessage(`{"function":{"name":"f","arguments":{}}}`)}}}},
+			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", tools: native}},
 		{"ollama generate", dialectOllamaGenerate, []string{`{"response":"H","thinking":"a"}`, `{"response":"i","thinking":"b"}`},
 			`{"eval_count":2}`, output{text: "Hi"}},
 	} {

@@ -235,7 +235,7 @@ func (l *attemptLoop) onRefused(uc upChunk) *result {
 
 // onEOF closes the attempt's checks: the upstream's answer is whole.
 func (l *attemptLoop) onEOF(at time.Time) pipeline.Step {
-	for _, tc := range l.x.route.toolCalls(&l.x.cur.tools) {
+	for _, tc := range l.x.cur.tools.calls() {
 		l.chk.ToolCall(tc)
 	}
 	l.closed = true
@@ -295,7 +295,7 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 			s.keepTail(nil, c) // the chunk itself goes out with the text
 		}
 	case c.hasTools:
-		x.route.addTools(&s.tools, c)
+		s.tools.add(c)
 		if x.req.stream {
 			s.heldTool = append(s.heldTool, clone(p))
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/aegis-sentinel/aegis/internal/openai"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // fieldAcc keeps, for a non-streaming request, the members of the
@@ -172,11 +173,36 @@ func (a *fieldAcc) applyMessage(body rawBody) {
 
 // wholeToolCalls returns the assembled tool calls as a non-streaming
 // response spells them: without the stream's "index".
-func wholeToolCalls(calls []openai.ToolCall) []openai.ToolCall {
+func wholeToolCalls(calls []validator.ToolCall) []openai.ToolCall {
 	out := make([]openai.ToolCall, len(calls))
 	for i, c := range calls {
-		c.Index = nil
-		out[i] = c
+		out[i] = openai.ToolCall{ID: c.ID, Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}}
+	}
+	return out
+}
+
+// ollamaCall is one of Ollama's whole calls in a message.
+type ollamaCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     *int            `json:"index,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaToolCalls spells assembled calls as Ollama's message carries
+// them: arguments as an object.
+func ollamaToolCalls(calls []validator.ToolCall) []ollamaCall {
+	out := make([]ollamaCall, len(calls))
+	for i, c := range calls {
+		out[i].ID = c.ID
+		out[i].Function.Name = c.Name
+		args := json.RawMessage(c.Arguments)
+		if len(args) == 0 || !json.Valid(args) {
+			args = json.RawMessage("{}")
+		}
+		out[i].Function.Arguments = args
 	}
 	return out
 }

@@ -14,7 +14,7 @@ func (x *exchange) toolOutcomes(v validator.Verdict) []events.ToolCall {
 	if !x.cur.tools.hasCalls() {
 		return nil
 	}
-	calls := x.route.toolCalls(&x.cur.tools)
+	calls := x.cur.tools.calls()
 	out := make([]events.ToolCall, 0, len(calls))
 	for _, c := range calls {
 		name := "undeclared"

@@ -100,6 +100,10 @@ type Delta struct {
 	// holding a piece of the arguments text (OpenAI), an object (Ollama)
 	// or nil when absent.
 	Arguments json.RawMessage
+	// Whole says the piece is a whole call (Ollama's): without an Index
+	// it takes the next free index rather than its position, so the calls
+	// of successive chunks do not overwrite each other.
+	Whole bool
 }
 
 // Add takes one delta; pos is its position among the deltas of its chunk,
@@ -107,8 +111,11 @@ type Delta struct {
 func (a *Accumulator) Add(d Delta, pos int) {
 	lim := a.limits()
 	idx := pos
-	if d.Index != nil {
+	switch {
+	case d.Index != nil:
 		idx = *d.Index
+	case d.Whole:
+		idx = len(a.calls)
 	}
 	switch {
 	case idx < 0:
@@ -224,12 +231,13 @@ type wireDelta struct {
 // whole non-streaming message, whose elements carry no index). An array
 // that does not decode is an error and a Problem.
 func (a *Accumulator) AddOpenAI(raw json.RawMessage) error {
-	ds, err := a.decode(raw, "tool_calls")
+	ds, err := AppendOpenAI(nil, raw)
 	if err != nil {
+		a.problem(-1, "%v", err)
 		return err
 	}
 	for i, d := range ds {
-		a.Add(Delta{Index: d.Index, ID: d.ID, Type: d.Type, Name: d.Function.Name, Arguments: d.Function.Arguments}, i)
+		a.Add(d, i)
 	}
 	return nil
 }
@@ -237,47 +245,83 @@ func (a *Accumulator) AddOpenAI(raw json.RawMessage) error {
 // AddFunctionCall takes the legacy function_call object of one delta (or
 // message): always call 0.
 func (a *Accumulator) AddFunctionCall(raw json.RawMessage) error {
-	var f struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
+	ds, err := AppendFunctionCall(nil, raw)
+	if err != nil {
+		a.problem(-1, "%v", err)
+		return err
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		a.problem(-1, "function_call does not decode: %v", err)
-		return fmt.Errorf("function_call: %w", err)
+	for i, d := range ds {
+		a.Add(d, i)
 	}
-	zero := 0
-	a.Add(Delta{Index: &zero, Name: f.Name, Arguments: f.Arguments}, 0)
 	return nil
 }
 
 // AddOllama takes the tool_calls array of one Ollama /api/chat message.
 // Ollama sends each call whole; a call without an index takes the next
-// free one, so the calls of successive chunks do not overwrite each other.
+// free one.
 func (a *Accumulator) AddOllama(raw json.RawMessage) error {
-	ds, err := a.decode(raw, "message.tool_calls")
+	ds, err := AppendOllama(nil, raw)
 	if err != nil {
+		a.problem(-1, "%v", err)
 		return err
 	}
-	base := len(a.calls)
 	for i, d := range ds {
-		idx := d.Function.Index
-		if idx == nil {
-			idx = d.Index
-		}
-		a.Add(Delta{Index: idx, ID: d.ID, Name: d.Function.Name, Arguments: d.Function.Arguments}, base+i)
+		a.Add(d, i)
 	}
 	return nil
 }
 
-func (a *Accumulator) decode(raw json.RawMessage, what string) ([]wireDelta, error) {
+// AppendOpenAI decodes an OpenAI tool_calls array (a chat delta's or a
+// whole message's) into pieces appended to dst. Decoding is all a
+// dialect does with calls: the Accumulator assembles them.
+func AppendOpenAI(dst []Delta, raw json.RawMessage) ([]Delta, error) {
+	ds, err := decodeWire(raw, "tool_calls")
+	for _, d := range ds {
+		dst = append(dst, Delta{Index: d.Index, ID: d.ID, Type: d.Type, Name: d.Function.Name, Arguments: d.Function.Arguments})
+	}
+	return dst, err
+}
+
+// AppendFunctionCall decodes the legacy function_call object into a piece
+// of call 0 appended to dst; null adds nothing.
+func AppendFunctionCall(dst []Delta, raw json.RawMessage) ([]Delta, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return dst, nil
+	}
+	var f struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return dst, fmt.Errorf("function_call does not decode: %w", err)
+	}
+	zero := 0
+	return append(dst, Delta{Index: &zero, Name: f.Name, Arguments: f.Arguments}), nil
+}
+
+// AppendOllama decodes the tool_calls array of an Ollama message (whole
+// calls, arguments as an object) into pieces appended to dst.
+func AppendOllama(dst []Delta, raw json.RawMessage) ([]Delta, error) {
+	ds, err := decodeWire(raw, "message.tool_calls")
+	for _, d := range ds {
+		idx := d.Function.Index
+		if idx == nil {
+			idx = d.Index
+		}
+		dst = append(dst, Delta{Index: idx, ID: d.ID, Name: d.Function.Name, Arguments: d.Function.Arguments, Whole: true})
+	}
+	return dst, err
+}
+
+func decodeWire(raw json.RawMessage, what string) ([]wireDelta, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
 	var ds []wireDelta
 	if err := json.Unmarshal(raw, &ds); err != nil {
-		a.problem(-1, "%s does not decode: %v", what, err)
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s does not decode: %w", what, err)
 	}
 	return ds, nil
 }
