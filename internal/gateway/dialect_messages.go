@@ -124,11 +124,13 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 			return fmt.Errorf("upstream Messages stream: %w", err)
 		}
 		if cb.Type == "tool_use" {
-			args := ""
-			if in := string(cb.Input); in != "" && in != "{}" && in != "null" {
-				args = in // the whole input in the start (no input_json_delta follows)
+			in := string(cb.Input)
+			// The whole input in the start: no input_json_delta follows.
+			whole := in != "" && in != "{}" && in != "null"
+			if !whole {
+				in = ""
 			}
-			s.callDelta(c, i, cb.ID, cb.Name, args)
+			s.callDelta(c, i, cb.ID, cb.Name, in, whole)
 		}
 	case "content_block_delta":
 		i, err := index()
@@ -152,14 +154,16 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 			if kind != "thinking" {
 				return fmt.Errorf("upstream Messages stream: %w", kindMismatch(d.Type, i, kind))
 			}
-			c.setText(d.Thinking)
+			c.setThought(d.Thinking)
 		case "input_json_delta":
 			if kind != "tool_use" {
 				return fmt.Errorf("upstream Messages stream: %w", kindMismatch(d.Type, i, kind))
 			}
-			s.callDelta(c, i, "", "", d.PartialJSON)
+			s.callDelta(c, i, "", "", d.PartialJSON, false)
 		default: // signature_delta, citations and what comes later pass
-			c.hasTools = kind == "tool_use" // held with its call
+			if kind == "tool_use" {
+				c.heldWithCall()
+			}
 		}
 	case "content_block_stop":
 		i, err := index()
@@ -170,13 +174,20 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 		if err != nil {
 			return fmt.Errorf("upstream Messages stream: %w", err)
 		}
-		c.hasTools = kind == "tool_use"
+		if kind == "tool_use" {
+			c.heldWithCall()
+		}
+	case "message_start":
+		c.usage = true
+	case "ping":
+		c.progress = true // the upstream is there, working
 	case "message_delta":
 		if i := s.unclosed(); i >= 0 {
 			return fmt.Errorf("upstream Messages stream: message_delta before content block %d was stopped", i)
 		}
+		c.usage = true
 		if ev.Delta != nil && ev.Delta.StopReason != "" {
-			c.finish, c.finishReason = true, finishOfStop(ev.Delta.StopReason)
+			c.setFinish(finishOfStop(ev.Delta.StopReason))
 		}
 	case "error":
 		c.errMsg = "an error event"

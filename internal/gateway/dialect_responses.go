@@ -161,7 +161,7 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 			if id == "" {
 				id = ev.Item.ID
 			}
-			s.callDelta(c, i, id, ev.Item.Name, ev.Item.Arguments)
+			s.callDelta(c, i, id, ev.Item.Name, ev.Item.Arguments, false)
 		}
 	case "response.output_text.delta":
 		i, kind, err := item()
@@ -180,7 +180,7 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if err := want(i, kind, "reasoning"); err != nil {
 			return err
 		}
-		c.setText(ev.Delta)
+		c.setThought(ev.Delta)
 	case "response.function_call_arguments.delta":
 		i, kind, err := item()
 		if err != nil {
@@ -189,7 +189,7 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if err := want(i, kind, "function_call"); err != nil {
 			return err
 		}
-		s.callDelta(c, i, "", "", ev.Delta)
+		s.callDelta(c, i, "", "", ev.Delta, false)
 	case "response.function_call_arguments.done":
 		i, kind, err := item()
 		if err != nil {
@@ -198,7 +198,7 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if err := want(i, kind, "function_call"); err != nil {
 			return err
 		}
-		c.hasTools = true // held with its call
+		c.heldWithCall()
 	case "response.output_item.done":
 		if ev.Item == nil {
 			return fmt.Errorf("upstream sent response.output_item.done without an item")
@@ -211,17 +211,23 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if err != nil {
 			return fmt.Errorf("upstream Responses stream: %w", err)
 		}
-		c.hasTools = kind == "function_call"
+		if kind == "function_call" {
+			c.heldWithCall()
+		}
+	case "response.created", "response.in_progress":
+		c.progress = true
 	case "response.completed", "response.incomplete":
 		if i := s.unclosed(); i >= 0 {
 			return fmt.Errorf("upstream Responses stream: %s before output item %d was done", ev.Type, i)
 		}
-		c.finish, c.finishReason = true, "stop"
+		c.usage = true
 		switch {
 		case ev.Response != nil && ev.Response.IncompleteDetails != nil && ev.Response.IncompleteDetails.Reason == "max_output_tokens":
-			c.finishReason = "length"
+			c.setFinish("length")
 		case s.tools > 0:
-			c.finishReason = "tool_calls"
+			c.setFinish("tool_calls")
+		default:
+			c.setFinish("stop")
 		}
 	case "response.failed":
 		c.errMsg = "response.failed"

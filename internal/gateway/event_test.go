@@ -41,6 +41,8 @@ var decoderFiles = map[string]dialect{
 	"completions":     dialectCompletions,
 	"ollama-chat":     dialectOllamaChat,
 	"ollama-generate": dialectOllamaGenerate,
+	"messages":        dialectMessages,
+	"responses":       dialectResponses,
 }
 
 func decoderOf(name string) (dialect, bool) {

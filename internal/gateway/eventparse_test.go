@@ -26,13 +26,13 @@ func parseAll(d dialect, payloads [][]byte) (text string, calls string, finish s
 			text += string(c.text)
 		}
 		if c.hasTools {
-			d.addTools(&acc, &c)
+			acc.add(&c)
 		}
 		if c.finish {
 			finish = c.finishReason
 		}
 	}
-	for _, tc := range d.toolCalls(&acc) {
+	for _, tc := range acc.calls() {
 		calls += tc.Name + tc.Arguments
 	}
 	if fs := acc.problems(); len(fs) > 0 {
@@ -145,7 +145,7 @@ func TestEventParseBad(t *testing.T) {
 		{"messages skipped index", dialectMessages, []string{start0, `{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`}, "part 2 opened before part 1", ""},
 		{"messages opened twice", dialectMessages, []string{start0, start0}, "part 0 was opened twice", ""},
 		{"messages delta after stop", dialectMessages, []string{start0, `{"type":"content_block_stop","index":0}`, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`}, "after it was closed", ""},
-		{"messages stop twice", dialectMessages, []string{start0, `{"type":"content_block_stop","index":0}`, `{"type":"content_block_stop","index":0}`}, "closing part 0", ""},
+		{"messages stop twice", dialectMessages, []string{start0, `{"type":"content_block_stop","index":0}`, `{"type":"content_block_stop","index":0}`}, "part 0 was closed twice", ""},
 		{"messages wrong delta kind", dialectMessages, []string{start0, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`}, "input_json_delta for part 0, which is a text", ""},
 		{"messages no index", dialectMessages, []string{`{"type":"content_block_start","content_block":{"type":"text"}}`}, "without an index", ""},
 		{"messages negative index", dialectMessages, []string{`{"type":"content_block_start","index":-1,"content_block":{"type":"text"}}`}, "negative", ""},
@@ -157,7 +157,7 @@ func TestEventParseBad(t *testing.T) {
 		{"responses skipped index", dialectResponses, []string{item0, `{"type":"response.output_item.added","output_index":2,"item":{"type":"message","id":"m2"}}`}, "part 2 opened before part 1", ""},
 		{"responses added twice", dialectResponses, []string{item0, strings.Replace(item0, `"output_index":0`, `"output_index":1`, 1)}, `item "m0" was added twice`, ""},
 		{"responses wrong delta kind", dialectResponses, []string{item0, `{"type":"response.function_call_arguments.delta","item_id":"m0","delta":"{"}`}, "which is a message", ""},
-		{"responses done twice", dialectResponses, []string{item0, `{"type":"response.output_item.done","item":{"id":"m0"}}`, `{"type":"response.output_item.done","item":{"id":"m0"}}`}, "closing part 0", ""},
+		{"responses done twice", dialectResponses, []string{item0, `{"type":"response.output_item.done","item":{"id":"m0"}}`, `{"type":"response.output_item.done","item":{"id":"m0"}}`}, "part 0 was closed twice", ""},
 		{"responses completed before done", dialectResponses, []string{item0, `{"type":"response.completed","response":{}}`}, "before output item 0 was done", ""},
 		{"responses unknown event", dialectResponses, []string{`{"type":"response.brand_new"}`, item0, `{"type":"response.output_text.delta","item_id":"m0","delta":"x"}`}, "", "x"},
 	} {
@@ -286,7 +286,7 @@ func fuzzEvents(t *testing.T, d dialect, s string) {
 			t.Fatalf("hasText with empty text for %q", line)
 		}
 		if c.hasTools {
-			d.addTools(&acc, &c)
+			acc.add(&c)
 		}
 		if c.hasText {
 			cut := d.(cutter).appendCut(nil, p, c.text[:len(c.text)/2])
@@ -296,7 +296,7 @@ func fuzzEvents(t *testing.T, d dialect, s string) {
 		}
 		d.frame(nil, p)
 	}
-	d.toolCalls(&acc)
+	acc.calls()
 	acc.problems()
 	var fa fieldAcc
 	for _, line := range strings.Split(s, "\n") {

@@ -7,10 +7,9 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/aegis-sentinel/aegis/internal/openai"
 	"github.com/aegis-sentinel/aegis/internal/sse"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
-	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // eventWire is what Anthropic's Messages and OpenAI's Responses share:
@@ -71,11 +70,6 @@ func (w eventWire) isFinal(name string, data []byte) bool {
 // the gateway drops once the client has one; their deltas carry none.
 func (eventWire) foreign(*template, *chunk, int) bool { return false }
 
-// addTools assembles the call deltas parse made of the chunk.
-func (eventWire) addTools(a *toolAcc, c *chunk) { a.addDeltas(c.deltas) }
-
-func (eventWire) toolCalls(a *toolAcc) []validator.ToolCall { return a.deltaCalls() }
-
 func (eventWire) streamHeader(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -131,12 +125,11 @@ const maxParts = 4096
 // opened or already closed, a delta of the wrong kind. It lives in the
 // attempt's chunk (chunk.parts), so every attempt starts with none.
 type partState struct {
-	kinds  []string          // each part's type, by index
-	closed []bool            // whether each part was closed
-	tool   []int             // each part's tool call ordinal, -1 when not a call
-	ids    map[string]int    // Responses: item id to index
-	tools  int               // the calls opened
-	calls  []openai.ToolCall // scratch for the chunk's one delta
+	kinds  []string       // each part's type, by index
+	closed []bool         // whether each part was closed
+	tool   []int          // each part's tool call ordinal, -1 when not a call
+	ids    map[string]int // Responses: item id to index
+	tools  int            // the calls opened
 }
 
 // open records part i of kind. It must be the next one: parts are
@@ -176,12 +169,14 @@ func (s *partState) at(i int) (string, error) {
 
 // close closes the open part i and returns its kind.
 func (s *partState) close(i int) (string, error) {
-	k, err := s.at(i)
-	if err != nil {
-		return "", fmt.Errorf("closing part %d: %w", i, err)
+	switch {
+	case i < 0 || i >= len(s.kinds):
+		return "", fmt.Errorf("closing part %d, which was never opened", i)
+	case s.closed[i]:
+		return "", fmt.Errorf("part %d was closed twice", i)
 	}
 	s.closed[i] = true
-	return k, nil
+	return s.kinds[i], nil
 }
 
 // unclosed returns the first part still open, or -1.
@@ -194,24 +189,35 @@ func (s *partState) unclosed() int {
 	return -1
 }
 
-// callDelta makes c carry one tool-call delta for part i.
-func (s *partState) callDelta(c *chunk, i int, id, name, args string) {
+// callDelta makes c carry one piece of the tool call of part i: its id
+// and name when it opens, a piece of its arguments text, or, whole, its
+// arguments as an object.
+func (s *partState) callDelta(c *chunk, i int, id, name, args string, whole bool) {
 	ord := s.tool[i]
-	c.deltas = append(s.calls[:0], openai.ToolCall{Index: &ord, ID: id, Function: openai.FunctionCall{Name: name, Arguments: args}})
+	d := toolcalls.Delta{Index: &ord, ID: id, Name: name, Whole: whole}
 	if id != "" || name != "" {
-		c.deltas[0].Type = "function"
+		d.Type = "function"
 	}
-	s.calls = c.deltas
-	c.hasTools = true
+	switch {
+	case whole:
+		d.Arguments = json.RawMessage(args)
+	case args != "" || id == "":
+		d.Arguments, _ = json.Marshal(args)
+	}
+	c.addCall(d)
 }
 
-// setText makes s the chunk's text.
-func (c *chunk) setText(s string) {
-	c.buf = append(c.buf[:0], s...)
-	c.text, c.hasText = c.buf, len(c.buf) > 0
-}
+// heldWithCall marks a payload that carries no piece of a call but
+// belongs with one (its close, its arguments' done event): it is held
+// and goes out with the call.
+func (c *chunk) heldWithCall() { c.hasTools = true }
+
+// setThought records a piece of reasoning (a thinking delta, a
+// reasoning text delta). It is read by the checks as output, in stream
+// order with the text.
+func (c *chunk) setThought(s string) { c.setText(s) }
 
 // kindMismatch is the error of a delta that does not belong in its part.
 func kindMismatch(delta string, i int, kind string) error {
-	return fmt.Errorf("a %s for part %d, which is a %s", delta, i, kind)
+	return fmt.Errorf("%s for part %d, which is a %s", delta, i, kind)
 }
