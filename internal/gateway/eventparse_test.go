@@ -339,3 +339,37 @@ func FuzzEventRequests(f *testing.F) {
 		}
 	})
 }
+
+// TestEventRequestsAsCases: a Messages or Responses request spelled as the
+// chat request of an `aegis check` case (docs/check.md) gives the checks
+// the same request, so the case format needs no other shape.
+func TestEventRequestsAsCases(t *testing.T) {
+	chat := `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"R"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"max_tokens":9}`
+	for _, tc := range []struct {
+		d    dialect
+		body string
+	}{
+		{dialectMessages, `{"system":"S","max_tokens":9,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"R"}]}]}`},
+		{dialectResponses, `{"instructions":"S","max_output_tokens":9,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"input":[{"role":"user","content":"go"},` +
+			`{"type":"function_call","call_id":"c1","name":"f","arguments":"{\"a\":1}"},{"type":"function_call_output","call_id":"c1","output":"R"}]}`},
+	} {
+		t.Run(tc.d.String(), func(t *testing.T) {
+			want, err := decodeChat([]byte(chat))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tc.d.decode([]byte(tc.body), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, _ := json.Marshal(want.vreq)
+			g, _ := json.Marshal(got.vreq)
+			if !bytes.Equal(g, w) {
+				t.Errorf("checks read\n%s\nfrom the chat case\n%s", g, w)
+			}
+		})
+	}
+}
