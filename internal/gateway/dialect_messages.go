@@ -99,6 +99,9 @@ type messagesEvent struct {
 // Events out of order are refused with what is wrong and where.
 func (messagesDialect) parse(p []byte, c *chunk) error {
 	c.reset(p)
+	if ok, err := messagesDelta(p, c); ok {
+		return err
+	}
 	var ev messagesEvent
 	if err := json.Unmarshal(p, &ev); err != nil {
 		return fmt.Errorf("upstream sent a Messages event that is not JSON: %w", err)
@@ -196,6 +199,50 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 		}
 	}
 	return nil
+}
+
+// messagesDelta reads a text or thinking delta spelled as llama-server
+// spells them ({"type":"content_block_delta","index":N,"delta":{"type":
+// "text_delta","text":"..."}}) without decoding it; false for any other
+// payload.
+func messagesDelta(p []byte, c *chunk) (bool, error) {
+	i, ok := cutPrefix(p, 0, `{"type":"content_block_delta","index":`)
+	if !ok {
+		return false, nil
+	}
+	n, j := 0, i
+	for ; j < len(p) && j-i < 6 && p[j] >= '0' && p[j] <= '9'; j++ {
+		n = n*10 + int(p[j]-'0')
+	}
+	if j == i || j-i >= 6 {
+		return false, nil
+	}
+	kind, thinking := "text", false
+	if j, ok = cutPrefix(p, j, `,"delta":{"type":"text_delta","text":`); !ok {
+		if j, ok = cutPrefix(p, j, `,"delta":{"type":"thinking_delta","thinking":`); !ok {
+			return false, nil
+		}
+		kind, thinking = "thinking", true
+	}
+	sp, ok := quoted(p, j)
+	if !ok || string(p[sp.End:]) != "}}" {
+		return false, nil
+	}
+	got, err := c.parts.at(n)
+	if err != nil {
+		return true, fmt.Errorf("upstream Messages stream: %w", err)
+	}
+	if got != kind {
+		return true, fmt.Errorf("upstream Messages stream: %w", kindMismatch(kind+"_delta", n, got))
+	}
+	if thinking {
+		c.buf = chunkscan.AppendString(c.buf[:0], p, sp)
+		c.setThoughtBuf()
+		return true, nil
+	}
+	c.buf = chunkscan.AppendString(c.buf[:0], p, sp)
+	c.text, c.hasText = c.buf, len(c.buf) > 0
+	return true, nil
 }
 
 // finishOfStop is the gateway's finish reason for a stop_reason.

@@ -115,6 +115,9 @@ type responsesEvent struct {
 // wrong and where.
 func (responsesDialect) parse(p []byte, c *chunk) error {
 	c.reset(p)
+	if ok, err := responsesDelta(p, c); ok {
+		return err
+	}
 	var ev responsesEvent
 	if err := json.Unmarshal(p, &ev); err != nil {
 		return fmt.Errorf("upstream sent a Responses event that is not JSON: %w", err)
@@ -238,6 +241,43 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		c.errMsg = ev.Code + ": " + ev.Message
 	}
 	return nil
+}
+
+// responsesDelta reads an output text delta spelled as llama-server
+// spells them ({"type":"response.output_text.delta","item_id":"...",
+// "delta":"..."}) without decoding it; false for any other payload.
+func responsesDelta(p []byte, c *chunk) (bool, error) {
+	i, ok := cutPrefix(p, 0, `{"type":"response.output_text.delta","item_id":`)
+	if !ok {
+		return false, nil
+	}
+	id, ok := quoted(p, i)
+	if !ok || bytes.IndexByte(p[id.Start:id.End], '\\') >= 0 {
+		return false, nil
+	}
+	j, ok := cutPrefix(p, id.End, `,"delta":`)
+	if !ok {
+		return false, nil
+	}
+	sp, ok := quoted(p, j)
+	if !ok || string(p[sp.End:]) != "}" {
+		return false, nil
+	}
+	s := &c.parts
+	n, ok := s.ids[string(p[id.Start+1:id.End-1])]
+	if !ok {
+		return true, fmt.Errorf("upstream Responses stream: response.output_text.delta for item %s, which was never added", p[id.Start:id.End])
+	}
+	kind, err := s.at(n)
+	if err != nil {
+		return true, fmt.Errorf("upstream Responses stream: response.output_text.delta for item %s: %w", p[id.Start:id.End], err)
+	}
+	if kind != "message" {
+		return true, fmt.Errorf("upstream Responses stream: %w", kindMismatch("response.output_text.delta", n, kind))
+	}
+	c.buf = chunkscan.AppendString(c.buf[:0], p, sp)
+	c.text, c.hasText = c.buf, len(c.buf) > 0
+	return true, nil
 }
 
 // appendChunk spells text as an output text delta, or, with finish, the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -217,7 +218,58 @@ func (c *chunk) heldWithCall() { c.hasTools = true }
 // order with the text.
 func (c *chunk) setThought(s string) { c.setText(s) }
 
+// setThoughtBuf records the reasoning already in the chunk's buffer.
+func (c *chunk) setThoughtBuf() { c.text, c.hasText = c.buf, len(c.buf) > 0 }
+
 // kindMismatch is the error of a delta that does not belong in its part.
 func kindMismatch(delta string, i int, kind string) error {
 	return fmt.Errorf("%s for part %d, which is a %s", delta, i, kind)
+}
+
+// The text deltas of a stream are most of its events, and llama-server
+// spells every one the same way: readDelta reads those without decoding
+// the payload (a decoder's cost per event would otherwise be about fifty
+// times the chat route's). Any other spelling goes to the decoder.
+
+// stringEnd returns the index after the closing quote of the JSON string
+// whose body starts at p[i], or -1 when a strict decoder would refuse it
+// (a control character, an unknown escape) or it does not end.
+func stringEnd(p []byte, i int) int {
+	for i < len(p) {
+		switch c := p[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\':
+			if i+1 >= len(p) || bytes.IndexByte([]byte(`"\/bfnrtu`), p[i+1]) < 0 {
+				return -1
+			}
+			i += 2
+		case c < 0x20:
+			return -1
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// cutPrefix returns p[i:] without pre, and whether p[i:] began with it.
+func cutPrefix(p []byte, i int, pre string) (int, bool) {
+	if len(p)-i < len(pre) || string(p[i:i+len(pre)]) != pre {
+		return i, false
+	}
+	return i + len(pre), true
+}
+
+// quoted reads the JSON string that starts at p[i] (its opening quote):
+// its span, quotes included, and where it ends.
+func quoted(p []byte, i int) (chunkscan.Span, bool) {
+	if i >= len(p) || p[i] != '"' {
+		return chunkscan.Span{}, false
+	}
+	end := stringEnd(p, i+1)
+	if end < 0 {
+		return chunkscan.Span{}, false
+	}
+	return chunkscan.Span{Start: i, End: end}, true
 }
