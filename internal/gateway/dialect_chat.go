@@ -69,11 +69,23 @@ func (chatDialect) appendChunk(dst []byte, t *template, text []byte, finish stri
 	return appendIdentity(dst, t, "chat.completion.chunk", finish)
 }
 
+// appendReasoning spells a piece of reasoning as llama-server does.
+func (chatDialect) appendReasoning(dst []byte, t *template, text []byte) []byte {
+	dst = append(dst, `{"choices":[{"delta":{"reasoning_content":`...)
+	dst = chunkscan.AppendQuoted(dst, text)
+	dst = append(dst, `},`...)
+	dst = appendFinishReason(dst, "")
+	return appendIdentity(dst, t, "chat.completion.chunk", "")
+}
+
 func (chatDialect) body(top rawBody, answers ...*output) rawBody {
 	setIdentity(top, answers[0].tpl, "chat.completion")
 	choices := make([]any, len(answers))
 	for i, ans := range answers {
 		msg := map[string]any{"role": "assistant", "content": ans.text}
+		if ans.reasoning != "" {
+			msg[ans.acc.reasoningKey()] = ans.reasoning
+		}
 		if ans.tools.hasCalls() {
 			msg["tool_calls"] = wholeToolCalls(ans.tools.calls())
 			if ans.text == "" {

@@ -157,7 +157,7 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 			if kind != "thinking" {
 				return fmt.Errorf("upstream Messages stream: %w", kindMismatch(d.Type, i, kind))
 			}
-			c.setThought(d.Thinking)
+			c.setReasoning(d.Thinking)
 		case "input_json_delta":
 			if kind != "tool_use" {
 				return fmt.Errorf("upstream Messages stream: %w", kindMismatch(d.Type, i, kind))
@@ -236,7 +236,7 @@ func messagesDelta(p []byte, c *chunk) (bool, error) {
 		return true, fmt.Errorf("upstream Messages stream: %w", kindMismatch(kind+"_delta", n, got))
 	}
 	if thinking {
-		c.buf = chunkscan.AppendString(c.buf[:0], p, sp)
+		c.rbuf = chunkscan.AppendString(c.rbuf[:0], p, sp)
 		c.setThoughtBuf()
 		return true, nil
 	}

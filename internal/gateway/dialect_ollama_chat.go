@@ -45,6 +45,16 @@ func (ollamaChatDialect) appendChunk(dst []byte, t *template, text []byte, finis
 	return append(dst, '}')
 }
 
+// appendReasoning spells a piece of reasoning as Ollama's thinking.
+func (ollamaChatDialect) appendReasoning(dst []byte, t *template, text []byte) []byte {
+	dst = appendOllamaHead(dst, t, "")
+	dst = append(dst, `,"message":{"content":"","role":"assistant","thinking":`...)
+	dst = chunkscan.AppendQuoted(dst, text)
+	dst = append(dst, `},"model":`...)
+	dst = chunkscan.AppendQuoted(dst, []byte(t.model))
+	return append(dst, '}')
+}
+
 func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
 	a.addTop(m, "")
 	a.addMsg(m.object("message"))
@@ -53,6 +63,9 @@ func (ollamaChatDialect) collect(a *fieldAcc, m rawBody) {
 func (ollamaChatDialect) body(top rawBody, answers ...*output) rawBody {
 	ans := answers[0] // Ollama gives one answer per request
 	msg := map[string]any{"role": "assistant", "content": ans.text}
+	if ans.reasoning != "" {
+		msg["thinking"] = ans.reasoning
+	}
 	if ans.tools.hasCalls() {
 		msg["tool_calls"] = ollamaToolCalls(ans.tools.calls())
 	}

@@ -43,16 +43,29 @@ func (ollamaGenerateDialect) appendChunk(dst []byte, t *template, text []byte, f
 	return append(dst, '}')
 }
 
+// appendReasoning spells a piece of reasoning as generate's thinking.
+func (ollamaGenerateDialect) appendReasoning(dst []byte, t *template, text []byte) []byte {
+	dst = appendOllamaHead(dst, t, "")
+	dst = append(dst, `,"model":`...)
+	dst = chunkscan.AppendQuoted(dst, []byte(t.model))
+	dst = append(dst, `,"response":"","thinking":`...)
+	dst = chunkscan.AppendQuoted(dst, text)
+	return append(dst, '}')
+}
+
 // collect: generate streams its reasoning as top-level "thinking", one
 // piece per line.
 func (ollamaGenerateDialect) collect(a *fieldAcc, m rawBody) {
-	a.addTop(m, "thinking")
+	a.addTop(m, "")
 	a.addMsg(m.object("message"))
 }
 
 func (ollamaGenerateDialect) body(top rawBody, answers ...*output) rawBody {
 	ans := answers[0] // Ollama gives one answer per request
 	top.set("response", ans.text)
+	if ans.reasoning != "" {
+		top.set("thinking", ans.reasoning)
+	}
 	setOllamaDone(top, ans.tpl)
 	ans.acc.applyTop(top)
 	return top

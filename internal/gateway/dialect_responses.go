@@ -183,7 +183,7 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if err := want(i, kind, "reasoning"); err != nil {
 			return err
 		}
-		c.setThought(ev.Delta)
+		c.setReasoning(ev.Delta)
 	case "response.function_call_arguments.delta":
 		i, kind, err := item()
 		if err != nil {
@@ -354,9 +354,10 @@ func (responsesDialect) collect(a *fieldAcc, m rawBody) {
 	}
 }
 
-// body is the response object of response.completed; when a hidden
-// retry continued the released text, that prefix goes before the first
-// output text.
+// body is the response object of response.completed, with the text and
+// reasoning the checks passed: when a hidden retry continued the
+// released text, that prefix goes before the first output text;
+// reasoning the policy hides takes its reasoning items with it.
 func (responsesDialect) body(top rawBody, answers ...*output) rawBody {
 	ans := answers[0]
 	b := ans.acc.parts.head.clone()
@@ -371,11 +372,34 @@ func (responsesDialect) body(top rawBody, answers ...*output) rawBody {
 	}
 	var out []rawBody
 	json.Unmarshal(b["output"], &out)
-	var built string
+	kept := out[:0]
+	var built, thought string
 	for _, it := range out {
-		built += itemText(it)
+		if string(it["type"]) == `"reasoning"` {
+			if ans.reasoning == "" {
+				continue // hidden by the policy (or none): the item goes too
+			}
+			thought += itemText(it)
+		} else {
+			built += itemText(it)
+		}
+		kept = append(kept, it)
 	}
-	if prefix, ok := strings.CutSuffix(ans.text, built); ok && prefix != "" && prefixFirstText(out, prefix) {
+	out = kept
+	// The checked reasoning is the one source of what the client reads
+	// of it.
+	if thought != ans.reasoning {
+		for _, it := range out {
+			if string(it["type"]) == `"reasoning"` {
+				it.set("content", []any{map[string]string{"type": "reasoning_text", "text": ans.reasoning}})
+				break
+			}
+		}
+	}
+	if prefix, ok := strings.CutSuffix(ans.text, built); ok && prefix != "" {
+		prefixFirstText(out, prefix)
+	}
+	if len(out) > 0 || b["output"] != nil {
 		b.set("output", out)
 	}
 	return b
@@ -398,8 +422,8 @@ func itemText(it rawBody) string {
 	return s
 }
 
-// prefixFirstText puts prefix before the first output or reasoning text
-// of the items; false when they hold none.
+// prefixFirstText puts prefix before the first output text of the
+// items; false when they hold none.
 func prefixFirstText(out []rawBody, prefix string) bool {
 	for _, it := range out {
 		var parts []rawBody
@@ -407,7 +431,7 @@ func prefixFirstText(out []rawBody, prefix string) bool {
 		for _, p := range parts {
 			var typ, text string
 			json.Unmarshal(p["type"], &typ)
-			if typ != "output_text" && typ != "reasoning_text" {
+			if typ != "output_text" {
 				continue
 			}
 			json.Unmarshal(p["text"], &text)

@@ -200,13 +200,13 @@ func TestDialectBodies(t *testing.T) {
 		out    output
 	}{
 		{"chat", dialectChat, []string{`{"choices":[{"index":0,"delta":{"content":"Hi","reasoning_content":"r"},"logprobs":{"content":[1]}}]}`},
-			`{"usage":{"completion_tokens":1},"timings":{"predicted_n":1}}`, output{text: "Hi"}},
+			`{"usage":{"completion_tokens":1},"timings":{"predicted_n":1}}`, output{text: "Hi", reasoning: "r"}},
 		{"chat tool calls", dialectChat, nil, `{}`, output{tools: calls, finish: "tool_calls"}},
 		{"completions", dialectCompletions, []string{`{"choices":[{"index":0,"text":"Hi","logprobs":{"tokens":["Hi"]}}]}`}, `{}`, output{text: "Hi", finish: "length"}},
 		{"ollama chat", dialectOllamaChat, []string{`{"message":{"role":"assistant","content":"Hi","thinking":"t"},"done":false}`},
-			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", tools: native}},
+			`{"eval_count":1,"done_reason":"stop"}`, output{text: "Hi", reasoning: "t", tools: native}},
 		{"ollama generate", dialectOllamaGenerate, []string{`{"response":"H","thinking":"a"}`, `{"response":"i","thinking":"b"}`},
-			`{"eval_count":2}`, output{text: "Hi"}},
+			`{"eval_count":2}`, output{text: "Hi", reasoning: "ab"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var acc fieldAcc

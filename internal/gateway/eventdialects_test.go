@@ -176,8 +176,8 @@ func TestEventDialectsSecretInReasoning(t *testing.T) {
 						t.Fatalf("the client got %q of the reasoning:\n%s", frag, raw)
 					}
 				}
-				if !bytes.Contains(raw, []byte("aegis_secret_leak")) {
-					t.Fatalf("no secret_leak halt:\n%s", raw)
+				if !bytes.Contains(raw, []byte("aegis_secret_leak")) || !bytes.Contains(raw, []byte(`"path":"reasoning`)) {
+					t.Fatalf("no secret_leak halt with a finding in the reasoning:\n%s", raw)
 				}
 				wantErr := map[string]string{"/v1/messages": `"type":"error"`, "/v1/responses": `"error":{`}[path]
 				if stream && path == "/v1/responses" {

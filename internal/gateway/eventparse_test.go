@@ -22,6 +22,9 @@ func parseAll(d dialect, payloads [][]byte) (text string, calls string, finish s
 		if err := d.parse(p, &c); err != nil {
 			return text, "", "", &parseErr{i, err}
 		}
+		if c.hasReasoning {
+			text += "[" + string(c.reasoning) + "]"
+		}
 		if c.hasText {
 			text += string(c.text)
 		}
@@ -139,7 +142,7 @@ func TestEventParseBad(t *testing.T) {
 		want     string // in the error; "" for none
 		text     string
 	}{
-		{"messages whole", dialectMessages, msgStream("hm", "hi there", `{"to":"a"}`), "", "hmhi there"},
+		{"messages whole", dialectMessages, msgStream("hm", "hi there", `{"to":"a"}`), "", "[hm]hi there"},
 		{"messages broken JSON", dialectMessages, []string{`{"type":"content_block_delta","index":0,`}, "not JSON", ""},
 		{"messages delta before start", dialectMessages, []string{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`}, "part 0, which was never opened", ""},
 		{"messages skipped index", dialectMessages, []string{start0, `{"type":"content_block_start","index":2,"content_block":{"type":"text","text":""}}`}, "part 2 opened before part 1", ""},
@@ -151,7 +154,7 @@ func TestEventParseBad(t *testing.T) {
 		{"messages negative index", dialectMessages, []string{`{"type":"content_block_start","index":-1,"content_block":{"type":"text"}}`}, "negative", ""},
 		{"messages end before stop", dialectMessages, []string{start0, `{"type":"message_delta","delta":{"stop_reason":"end_turn"}}`}, "before content block 0 was stopped", ""},
 		{"messages unknown event", dialectMessages, []string{`{"type":"brand_new","index":99}`, start0, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`}, "", "x"},
-		{"responses whole", dialectResponses, respStream("hm", "hi there", `{"to":"a"}`), "", "hmhi there"},
+		{"responses whole", dialectResponses, respStream("hm", "hi there", `{"to":"a"}`), "", "[hm]hi there"},
 		{"responses broken JSON", dialectResponses, []string{`{"type":"response.output_text.delta","delta":`}, "not JSON", ""},
 		{"responses delta for unknown item", dialectResponses, []string{`{"type":"response.output_text.delta","item_id":"nope","delta":"x"}`}, `item "nope", which was never added`, ""},
 		{"responses skipped index", dialectResponses, []string{item0, `{"type":"response.output_item.added","output_index":2,"item":{"type":"message","id":"m2"}}`}, "part 2 opened before part 1", ""},

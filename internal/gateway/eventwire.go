@@ -213,13 +213,9 @@ func (s *partState) callDelta(c *chunk, i int, id, name, args string, whole bool
 // and goes out with the call.
 func (c *chunk) heldWithCall() { c.hasTools = true }
 
-// setThought records a piece of reasoning (a thinking delta, a
-// reasoning text delta). It is read by the checks as output, in stream
-// order with the text.
-func (c *chunk) setThought(s string) { c.setText(s) }
-
-// setThoughtBuf records the reasoning already in the chunk's buffer.
-func (c *chunk) setThoughtBuf() { c.text, c.hasText = c.buf, len(c.buf) > 0 }
+// setThoughtBuf records the reasoning that AppendString put in the
+// chunk's reasoning buffer (c.rbuf).
+func (c *chunk) setThoughtBuf() { c.reasoning, c.hasReasoning = c.rbuf, len(c.rbuf) > 0 }
 
 // kindMismatch is the error of a delta that does not belong in its part.
 func kindMismatch(delta string, i int, kind string) error {

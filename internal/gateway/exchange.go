@@ -85,6 +85,13 @@ type attemptState struct {
 	tail     [][]byte      // the chunks from finish_reason on (usage, timings)
 	finish   string        // the finish reason, once read
 	acc      fieldAcc      // a non-streaming answer's other fields (rebuild.go)
+
+	// think follows a <think> section at the start of the attempt's text,
+	// which starts at textFrom of the output; passed is the reasoning the
+	// policy passes unchecked (reasoning.go).
+	think    thinkState
+	textFrom int
+	passed   []byte
 }
 
 // keepTail keeps the chunks from finish_reason on (usage, timings): they

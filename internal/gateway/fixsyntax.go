@@ -26,6 +26,9 @@ func (x *exchange) fixSyntax(v validator.Verdict, next func() ([]byte, error), n
 	if x.cur.finish == "length" {
 		return result{}, false // cut off: closing it would invent the end
 	}
+	if len(x.out.rsn) > 0 {
+		return result{}, false // the text holds reasoning: the answer is not the text alone
+	}
 	fixed, ok := jsonsyntax.Repair(x.out.text)
 	if !ok {
 		return result{}, false

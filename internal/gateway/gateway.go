@@ -42,6 +42,12 @@ type Checker interface {
 // each what the gateway may release (pipeline.Step).
 type Stepper interface {
 	Feed(p []byte, at time.Time) pipeline.Step
+	// FeedReasoning feeds a piece of the model's reasoning: held and
+	// checked as text is, located at "reasoning" in findings.
+	FeedReasoning(p []byte, at time.Time) pipeline.Step
+	// Progress tells the checks the upstream made progress without text
+	// (output: a tool call's piece; else a sign of work on the prompt).
+	Progress(at time.Time, output bool) pipeline.Step
 	ToolCall(c validator.ToolCall)
 	Tick(now time.Time) pipeline.Step
 	CloseAt(now time.Time) pipeline.Step

@@ -54,7 +54,7 @@ func (x *exchange) intake(p []byte, c *chunk, n int) ([]byte, *intakeError) {
 // halts it: a retry would only produce as much again).
 func (x *exchange) overCap(c *chunk) (validator.Finding, bool) {
 	limit := x.g.maxResponse()
-	if len(x.out.text)+len(c.text) <= limit {
+	if len(x.out.text)+len(c.text)+len(c.reasoning) <= limit {
 		return validator.Finding{}, false
 	}
 	return validator.Finding{Check: "gateway", Reason: validator.ReasonLengthExceeded, Start: len(x.out.text), End: len(x.out.text),

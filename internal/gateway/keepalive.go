@@ -107,13 +107,20 @@ func (x *exchange) keepAliveFired(k *keepAlive) {
 	now := x.g.now()
 	last := x.lastWrite()
 	if now.Sub(last) >= k.every {
-		if len(x.out.text) > x.out.sent || x.tally.attempts > 1 {
+		if x.holds() {
 			x.out.comment(k.c)
 		}
 		last = now
 	}
 	k.at = last.Add(k.every)
 	k.t.Reset(k.at.Sub(now))
+}
+
+// holds reports whether the client waits on the gateway: text or
+// reasoning held back, tool calls held for their verdict, or a hidden
+// retry under way.
+func (x *exchange) holds() bool {
+	return len(x.out.text) > x.out.sent || len(x.cur.heldTool) > 0 || x.tally.attempts > 1
 }
 
 // comment writes a keep-alive comment, and the stream's header first when

@@ -284,21 +284,31 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 		s.acc.add(x.tally.attempts, x.route, p)
 	}
 	fed := false
-	switch {
-	case c.hasText:
-		if x.tally.firstUp.IsZero() {
-			x.tally.firstUp = at
+	ev := c.events()
+	mode := x.g.policy().Reasoning
+	if ev.has(evReasoning) {
+		fed = x.feedReasoning(chk, p, c, at, mode)
+		if s.step.Failed {
+			return false
 		}
-		start := x.out.accept(p, c.text)
-		s.step, fed = chk.Feed(x.out.text[start:], at), true
+	}
+	switch {
+	case ev.has(evText):
+		x.feedText(chk, p, c, at, mode, ev.has(evReasoning) && x.req.stream)
+		fed = true
 		if c.finish {
 			s.keepTail(nil, c) // the chunk itself goes out with the text
 		}
-	case c.hasTools:
+	case ev.has(evToolCall):
 		s.tools.add(c)
 		if x.req.stream {
 			s.heldTool = append(s.heldTool, clone(p))
 		}
+		if c.finish {
+			s.keepTail(nil, c)
+		}
+		s.step, fed = chk.Progress(at, true), true
+	case ev.has(evReasoning):
 		if c.finish {
 			s.keepTail(nil, c)
 		}
@@ -310,6 +320,9 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 		// client already has one, so the repaired answer reads as one.
 		if x.req.stream && !(x.tally.attempts > x.tpl.attempt && x.out.wroteHeader) {
 			x.out.hold(p)
+		}
+		if ev.has(evProgress) || ev.has(evUsage) {
+			s.step, fed = chk.Progress(at, false), true
 		}
 	}
 	if !fed {

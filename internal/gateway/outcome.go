@@ -94,7 +94,11 @@ func (x *exchange) answer() (rawBody, *output) {
 			}
 		}
 	}
-	return top, &output{text: string(x.out.text), finish: x.cur.finish, tpl: &x.tpl, tools: x.cur.tools, acc: &x.cur.acc}
+	rsn := string(x.out.reasoningText())
+	if len(x.cur.passed) > 0 {
+		rsn += string(x.cur.passed)
+	}
+	return top, &output{text: string(x.out.answerText(len(x.out.text))), reasoning: rsn, finish: x.cur.finish, tpl: &x.tpl, tools: x.cur.tools, acc: &x.cur.acc}
 }
 
 // halt stops the request with the verdict's error code: an HTTP error

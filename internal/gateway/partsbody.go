@@ -74,8 +74,10 @@ func (a *partsAcc) addMessages(m rawBody) {
 
 // message is the Messages answer: the message_start's members, the
 // blocks as their deltas built them, the stop_reason and usage of the
-// message_delta. The text the checks passed is the blocks' text: when a
-// hidden retry continued the released text, that prefix goes first.
+// message_delta. The text and reasoning the checks passed are the
+// blocks' text and thinking: when a hidden retry continued the released
+// text, that prefix goes first; reasoning the policy hides takes its
+// thinking blocks with it.
 func (a *partsAcc) message(ans *output) rawBody {
 	b := a.head.clone()
 	if b == nil {
@@ -84,7 +86,8 @@ func (a *partsAcc) message(ans *output) rawBody {
 	b.set("type", "message")
 	b.set("role", "assistant")
 	blocks := make([]rawBody, 0, len(a.parts))
-	var built strings.Builder
+	var built, thought strings.Builder
+	thinking := 0
 	for _, p := range a.parts {
 		if p == nil {
 			continue
@@ -97,8 +100,12 @@ func (a *partsAcc) message(ans *output) rawBody {
 			blk.set("text", textOr(blk["text"], p.text.String()))
 			built.WriteString(p.text.String())
 		case "thinking":
+			if ans.reasoning == "" {
+				continue // hidden by the policy (or none): the block goes too
+			}
 			blk.set("thinking", textOr(blk["thinking"], p.thinking.String()))
-			built.WriteString(p.thinking.String())
+			thought.WriteString(p.thinking.String())
+			thinking++
 			if p.signature.Len() > 0 {
 				blk.set("signature", p.signature.String())
 			}
@@ -112,6 +119,21 @@ func (a *partsAcc) message(ans *output) rawBody {
 			}
 		}
 		blocks = append(blocks, blk)
+	}
+	// The checked reasoning is the one source of what the client reads
+	// of it.
+	if thinking > 0 && thought.String() != ans.reasoning {
+		first := true
+		for _, blk := range blocks {
+			if string(blk["type"]) == `"thinking"` {
+				if first {
+					blk.set("thinking", ans.reasoning)
+				} else {
+					blk.set("thinking", "")
+				}
+				first = false
+			}
+		}
 	}
 	if prefix, ok := strings.CutSuffix(ans.text, built.String()); ok && prefix != "" {
 		blocks = withPrefix(blocks, prefix)
@@ -135,18 +157,17 @@ func textOr(start json.RawMessage, built string) string {
 }
 
 // withPrefix puts the released text of an earlier attempt before the
-// first text or thinking block (a new text block when there is none).
+// first text block (a new text block when there is none).
 func withPrefix(blocks []rawBody, prefix string) []rawBody {
 	for _, blk := range blocks {
 		var typ string
 		json.Unmarshal(blk["type"], &typ)
-		field := map[string]string{"text": "text", "thinking": "thinking"}[typ]
-		if field == "" {
+		if typ != "text" {
 			continue
 		}
 		var s string
-		json.Unmarshal(blk[field], &s)
-		blk.set(field, prefix+s)
+		json.Unmarshal(blk["text"], &s)
+		blk.set("text", prefix+s)
 		return blocks
 	}
 	first := rawBody{}

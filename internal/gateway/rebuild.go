@@ -16,18 +16,25 @@ import (
 // member, and other values keep the last one seen.
 type fieldAcc struct {
 	attempt int
-	top     rawBody  // top-level members, last value wins
-	choice  rawBody  // members of choices[0] (OpenAI) beside the delta
-	msg     rawBody  // members of the delta (OpenAI) or message (Ollama)
-	parts   partsAcc // the blocks or items of Messages and Responses
+	// rsnKey is the member the upstream spelled reasoning with in a
+	// delta ("reasoning_content" or "reasoning"); the body spells the
+	// checked reasoning with it.
+	rsnKey string
+	top    rawBody  // top-level members, last value wins
+	choice rawBody  // members of choices[0] (OpenAI) beside the delta
+	msg    rawBody  // members of the delta (OpenAI) or message (Ollama)
+	parts  partsAcc // the blocks or items of Messages and Responses
 }
 
 // Members the assembly writes itself; everything else is carried over.
 var (
 	ownTop = map[string]bool{"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true, "choices": true, "message": true, "response": true, "done": true, "error": true,
-		"obfuscation": true} // OpenAI's padding of stream chunks
+		"obfuscation": true, // OpenAI's padding of stream chunks
+		"thinking":    true} // Ollama generate's reasoning: the checked one is written
 	ownChoice = map[string]bool{"index": true, "delta": true, "text": true, "finish_reason": true, "message": true}
-	ownMsg    = map[string]bool{"role": true, "content": true, "tool_calls": true}
+	// The reasoning members are the gateway's: the body carries the
+	// reasoning the checks read, or none when the policy hides it.
+	ownMsg = map[string]bool{"role": true, "content": true, "tool_calls": true, "reasoning_content": true, "reasoning": true, "thinking": true}
 )
 
 // collector keeps the members of one payload its wire API spells (a
@@ -85,6 +92,9 @@ func (a *fieldAcc) addChoice(m rawBody) (rawBody, bool) {
 
 // addMsg keeps the members of a delta or message.
 func (a *fieldAcc) addMsg(msg rawBody) {
+	if _, ok := msg["reasoning"]; ok && a.rsnKey == "" {
+		a.rsnKey = "reasoning"
+	}
 	for k, v := range msg {
 		if !ownMsg[k] {
 			a.msg = mergeMember(a.msg, k, v)
@@ -169,6 +179,14 @@ func (a *fieldAcc) applyMessage(body rawBody) {
 		msg[k] = v
 	}
 	body["message"] = msg.encode()
+}
+
+// reasoningKey is the member a chat message spells reasoning with.
+func (a *fieldAcc) reasoningKey() string {
+	if a == nil || a.rsnKey == "" {
+		return "reasoning_content"
+	}
+	return a.rsnKey
 }
 
 // wholeToolCalls returns the assembled tool calls as a non-streaming

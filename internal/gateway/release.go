@@ -35,8 +35,12 @@ type releaser struct {
 	text    []byte
 	sent    int
 	pending []pend
-	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
-	carried int         // released tokens of earlier attempts
+	// rsn are the ranges of text that are reasoning, fieldRsn those
+	// spelled in a field of its own, hidden those the client never gets
+	// (reasoning.go).
+	rsn, fieldRsn, hidden []tokenSpan
+	tokens                []tokenSpan // the current attempt's text chunks (budget.go)
+	carried               int         // released tokens of earlier attempts
 	// spare are buffers of released pending chunks, reused by keep;
 	// scratch holds a synthesized chunk until emit copies it.
 	spare   [][]byte
@@ -63,6 +67,9 @@ type pend struct {
 	raw        []byte
 	start, end int
 	owned      bool
+	// reasoning: its text is reasoning in a field of its own (a cut is
+	// spelled as reasoning); hidden: the client never gets it.
+	reasoning, hidden bool
 }
 
 // bind gives the releaser the client's side, once, before the first
@@ -87,6 +94,7 @@ func (r *releaser) bind(client http.ResponseWriter, wire clientWriter, tpl *temp
 func (r *releaser) restart() {
 	r.text = r.text[:r.sent]
 	r.pending = r.pending[:0]
+	r.rsn, r.fieldRsn, r.hidden = trimSpans(r.rsn, r.sent), trimSpans(r.fieldRsn, r.sent), trimSpans(r.hidden, r.sent)
 }
 
 // accept appends the text of one upstream text chunk raw to the output
@@ -197,23 +205,26 @@ func (r *releaser) release(rp int) {
 		pc := &r.pending[n]
 		if pc.end > rp {
 			if rp > r.sent && pc.start < rp {
-				r.scratch = r.cut(pc.raw, r.text[r.sent:rp])
-				r.emit(r.scratch)
+				if !pc.hidden {
+					r.scratch = r.cutOf(pc, r.text[r.sent:rp])
+					r.emit(r.scratch)
+				}
 				r.sent = rp
 			}
 			break
 		}
 		switch {
+		case pc.hidden:
 		case pc.start >= r.sent:
 			r.emit(pc.raw)
 		case pc.end > r.sent:
-			r.scratch = r.cut(pc.raw, r.text[r.sent:pc.end])
+			r.scratch = r.cutOf(pc, r.text[r.sent:pc.end])
 			r.emit(r.scratch)
 		}
 		if pc.end > r.sent {
 			r.sent = pc.end
 		}
-		if pc.owned { // emit copied it: its buffer serves a later chunk
+		if pc.owned && pc.raw != nil { // emit copied it: its buffer serves a later chunk
 			r.spare = append(r.spare, pc.raw[:0])
 		}
 		n++
@@ -230,15 +241,20 @@ func (r *releaser) release(rp int) {
 
 // cutter is a clientWriter that spells a cut chunk after the upstream's
 // own (its content block or output item, its kind of delta) rather than
-// as a new chunk of text.
+// as a new chunk of text or reasoning.
 type cutter interface {
 	appendCut(dst, raw, text []byte) []byte
 }
 
-// cut spells the part text of the upstream chunk raw, into scratch.
-func (r *releaser) cut(raw, text []byte) []byte {
+// cutOf spells the part text of the pending chunk pc, into scratch.
+func (r *releaser) cutOf(pc *pend, text []byte) []byte {
 	if c, ok := r.wire.(cutter); ok {
-		return c.appendCut(r.scratch[:0], raw, text)
+		return c.appendCut(r.scratch[:0], pc.raw, text)
+	}
+	if pc.reasoning {
+		if w, ok := r.wire.(reasoningWriter); ok {
+			return w.appendReasoning(r.scratch[:0], r.tpl, text)
+		}
 	}
 	return r.wire.appendChunk(r.scratch[:0], r.tpl, text, "")
 }

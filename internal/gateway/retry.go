@@ -66,7 +66,7 @@ func (x *exchange) corrected(v validator.Verdict) []byte {
 		x.route.antiRepeat(b, kind)
 		note = correctionLoop
 	}
-	x.route.continueWith(b, note, string(x.out.text[:x.out.sent]))
+	x.route.continueWith(b, note, string(x.out.answerText(x.out.sent)))
 	return b.encode()
 }
 

@@ -91,9 +91,9 @@ func (x *exchange) try(n int, body []byte) result {
 	// The new attempt continues the released prefix: its checks see the
 	// whole output.
 	x.out.restart()
-	x.cur = attemptState{}
+	x.cur = attemptState{textFrom: len(x.out.text)}
 	if x.out.sent > 0 {
-		chk.Feed(x.out.text, clk.Now())
+		x.out.refeed(chk, x.out.sent, clk.Now())
 	}
 	x.publish(x.event(events.AttemptStarted))
 

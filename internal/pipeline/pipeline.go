@@ -90,6 +90,7 @@ type Attempt struct {
 	vs       []validator.Validator
 	bg       []bool // vs[i] is a Background check
 	tickers  []validator.Ticker
+	watchers []validator.ProgressWatcher
 	toolChks []validator.ToolCallChecker
 	// req and argReaders serve the checks that read tool-call arguments.
 	req        *validator.Request
@@ -111,6 +112,11 @@ type Attempt struct {
 	frozen    int
 	released  int
 	ticked    time.Time // the time the tickers were last told
+
+	// reasoning are the ranges of the output that are the model's
+	// reasoning (reasoning.go); feeding says the piece being fed is.
+	reasoning []span
+	feeding   bool
 
 	// arrivals are the pieces of output not yet released, with when they
 	// arrived (for max_hold).
@@ -151,7 +157,7 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 		if err != nil {
 			return fail(fmt.Errorf("pipeline: check %s: %w", c.Name, err))
 		}
-		a.add(v)
+		a.add(v, c.Spec.AnswerOnly)
 		if c.Spec.Arguments != nil {
 			a.argReaders = append(a.argReaders, argReader{c: c})
 		}
@@ -171,7 +177,7 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 			if err != nil {
 				return fail(fmt.Errorf("pipeline: constraint %q: %w", c.Source, err))
 			}
-			a.add(v)
+			a.add(v, spec.AnswerOnly)
 			if c.Name == "json_syntax" && v != nil {
 				jsonOut = true
 			}
@@ -185,6 +191,9 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 		a.tick(a.now(), true)
 	}
 	for _, v := range a.vs {
+		if w, ok := v.(*answerOnly); ok {
+			v = w.Validator
+		}
 		if s, ok := v.(validator.Starter); ok {
 			s.Start()
 		}
@@ -192,15 +201,22 @@ func New(p *policy.Policy, req *validator.Request, opts Options) (*Attempt, erro
 	return a, nil
 }
 
-func (a *Attempt) add(v validator.Validator) {
+func (a *Attempt) add(v validator.Validator, answerOnlyCheck bool) {
 	if v == nil {
 		return
 	}
-	a.vs = append(a.vs, v)
+	if _, bg := v.(validator.Background); answerOnlyCheck && !bg {
+		a.vs = append(a.vs, &answerOnly{Validator: v})
+	} else {
+		a.vs = append(a.vs, v)
+	}
 	_, bg := v.(validator.Background)
 	a.bg = append(a.bg, bg)
 	if t, ok := v.(validator.Ticker); ok {
 		a.tickers = append(a.tickers, t)
+	}
+	if w, ok := v.(validator.ProgressWatcher); ok {
+		a.watchers = append(a.watchers, w)
 	}
 	if t, ok := v.(validator.ToolCallChecker); ok {
 		a.toolChks = append(a.toolChks, t)
@@ -267,6 +283,10 @@ func (a *Attempt) Feed(p []byte, at time.Time) Step {
 	}
 	if !a.failed || a.complete {
 		for _, v := range a.vs {
+			if w, ok := v.(*answerOnly); ok && a.feeding {
+				w.skipReasoning(len(p))
+				continue
+			}
 			v.Write(p)
 		}
 	}
@@ -576,6 +596,7 @@ func (a *Attempt) Findings() []validator.Finding {
 	for _, v := range a.vs {
 		out = append(out, v.Findings()...)
 	}
+	a.locateReasoning(out)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	out = append(out, a.toolFinds...)
 	return out

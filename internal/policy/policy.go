@@ -7,6 +7,7 @@
 //	max_hold: 500ms        # watermark: longest a guard may hold text (0: its deadline)
 //	max_retries: 2         # default retries per reason before halt
 //	constraints: true      # compile checks from the prompt ("under 50 words")
+//	reasoning: check       # check | hide | pass: the model's reasoning
 //	log_text: false        # never log prompts or outputs unless true
 //	checks:                # <check name>: true | false | {its configuration}
 //	  json_syntax: true
@@ -138,6 +139,9 @@ type Policy struct {
 	MaxRetries int
 	// Constraints enables the checks compiled from the prompt.
 	Constraints bool
+	// Reasoning is what is done with the model's reasoning (default
+	// check).
+	Reasoning Reasoning
 	// LogText allows logging prompts and outputs.
 	LogText bool
 	// Checks are the enabled checks, in registry (name) order.
@@ -285,6 +289,7 @@ type file struct {
 	MaxHold     *string   `yaml:"max_hold"`
 	MaxRetries  *int      `yaml:"max_retries"`
 	Constraints *bool     `yaml:"constraints"`
+	Reasoning   yaml.Node `yaml:"reasoning"`
 	LogText     *bool     `yaml:"log_text"`
 	Checks      yaml.Node `yaml:"checks"`
 	Actions     yaml.Node `yaml:"actions"`
@@ -333,6 +338,13 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	}
 	if f.LogText != nil {
 		p.LogText = *f.LogText
+	}
+	if f.Reasoning.Kind != 0 {
+		r, err := ParseReasoning(f.Reasoning.Value)
+		if err != nil || f.Reasoning.Kind != yaml.ScalarNode {
+			return nil, wrap(fmt.Errorf("line %d: reasoning: unknown reasoning mode %q (want %s)", f.Reasoning.Line, f.Reasoning.Value, strings.Join(reasoningNames[:], ", ")))
+		}
+		p.Reasoning = r
 	}
 	if err := p.decodeChecks(&f.Checks, reg); err != nil {
 		return nil, wrap(err)

@@ -80,6 +80,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad risk", "actions:\n  stall: {risk: severe}\n", "severe"},
 		{"retries range", "max_retries: 99\n", "out of range"},
 		{"two documents", "release: auto\n---\nrelease: buffer\n", "one YAML document"},
+		{"bad reasoning", "release: auto\nreasoning: show\n", `line 2: reasoning: unknown reasoning mode "show"`},
+		{"reasoning not scalar", "reasoning: [check]\n", "line 1: reasoning"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -243,5 +245,30 @@ func TestFailOpenIsTheGuardUnavailableRule(t *testing.T) {
 	q, err := Default().WithFailOpen(false, "guard_server.fail_open")
 	if err != nil || q.Rule(validator.ReasonGuardUnavailable).Action != validator.ActionHalt || Default().Rule(validator.ReasonGuardUnavailable).Action != validator.ActionRelease {
 		t.Errorf("WithFailOpen(false) on the default: %v", err)
+	}
+}
+
+func TestReasoningModes(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      Reasoning
+	}{
+		{"default", "", ReasoningCheck},
+		{"check", "reasoning: check\n", ReasoningCheck},
+		{"hide", "reasoning: hide\n", ReasoningHide},
+		{"pass", "reasoning: pass\n", ReasoningPass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Parse([]byte(tc.doc), "p.yaml", testRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Reasoning != tc.want || p.Reasoning.String() != tc.want.String() {
+				t.Errorf("reasoning = %s, want %s", p.Reasoning, tc.want)
+			}
+		})
+	}
+	if got := Reasoning(7).String(); got != "Reasoning(7)" {
+		t.Errorf("String() = %q", got)
 	}
 }

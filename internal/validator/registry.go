@@ -135,6 +135,10 @@ type Spec struct {
 	// joined) the way it reads output text. Nil means the check does not
 	// read arguments. It may return a nil Validator, as New may.
 	Arguments func(cfg any, req *Request) (Validator, error)
+	// AnswerOnly says the check judges the form of the answer (JSON,
+	// length, instructions on format): the model's reasoning is not fed
+	// to it. Every other check reads reasoning as it reads text.
+	AnswerOnly bool
 }
 
 // Registry holds Specs by name. The zero value is empty and ready to use.

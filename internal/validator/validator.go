@@ -50,6 +50,15 @@ type Ticker interface {
 	NextDeadline() time.Time
 }
 
+// ProgressWatcher is implemented by Tickers that watch the upstream's
+// liveness (the stall watchdog). The pipeline calls Progress when the
+// upstream shows progress that is not text: at at, output says it was a
+// piece of the answer (a tool call's), else a sign of work before any
+// output (prompt processing reported by the server, token counts).
+type ProgressWatcher interface {
+	Progress(at time.Time, output bool)
+}
+
 // ToolCall is one function call the model made, with its arguments as the
 // raw JSON text the model produced.
 type ToolCall struct {

@@ -48,7 +48,7 @@ type CountConfig struct {
 // Register adds the instruction checks to r.
 func Register(r *validator.Registry) {
 	reg := func(name, summary, doc, example string, cfg func() any, mk func(cfg any, req *validator.Request) (validator.Validator, error)) {
-		r.Register(validator.Spec{Name: name, Summary: summary, Doc: doc, Reasons: drift, Example: example, Config: cfg, New: mk})
+		r.Register(validator.Spec{Name: name, Summary: summary, Doc: doc, Reasons: drift, Example: example, Config: cfg, New: mk, AnswerOnly: true})
 	}
 	countCheck := func(name, summary, example string, count func([]byte) int, what string) {
 		reg(name, summary, summary+" Judged on the whole output; reported at its end.", example,

@@ -67,12 +67,13 @@ released before the end: the document is validated whole.`
 // Register adds the check to r.
 func Register(r *validator.Registry) {
 	r.Register(validator.Spec{
-		Name:    Name,
-		Summary: "output must satisfy the response_format JSON Schema (2020-12, 7); fails early on a prefix",
-		Doc:     doc,
-		Reasons: []validator.Reason{validator.ReasonSchemaViolation, validator.ReasonInvalidJSON},
-		Example: "assert_format: true\nearly: true\nmax_bytes: 1048576\n",
-		Config:  func() any { return DefaultConfig() },
+		AnswerOnly: true,
+		Name:       Name,
+		Summary:    "output must satisfy the response_format JSON Schema (2020-12, 7); fails early on a prefix",
+		Doc:        doc,
+		Reasons:    []validator.Reason{validator.ReasonSchemaViolation, validator.ReasonInvalidJSON},
+		Example:    "assert_format: true\nearly: true\nmax_bytes: 1048576\n",
+		Config:     func() any { return DefaultConfig() },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
 			if c == nil {

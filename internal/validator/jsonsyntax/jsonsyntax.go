@@ -50,12 +50,13 @@ the end) carry the hint fix_syntax.`
 // Register adds the check to r.
 func Register(r *validator.Registry) {
 	r.Register(validator.Spec{
-		Name:    Name,
-		Summary: "output must be one valid JSON value; fails at the first bad byte",
-		Doc:     doc,
-		Reasons: []validator.Reason{validator.ReasonInvalidJSON},
-		Example: "always: true\nmax_depth: 64\n",
-		Config:  func() any { return DefaultConfig() },
+		AnswerOnly: true,
+		Name:       Name,
+		Summary:    "output must be one valid JSON value; fails at the first bad byte",
+		Doc:        doc,
+		Reasons:    []validator.Reason{validator.ReasonInvalidJSON},
+		Example:    "always: true\nmax_depth: 64\n",
+		Config:     func() any { return DefaultConfig() },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
 			if c == nil {

@@ -90,8 +90,9 @@ func (c *Config) enabled() bool { return *c != Config{} }
 // Register adds the check to r.
 func Register(r *validator.Registry) {
 	r.Register(validator.Spec{
-		Name:    Name,
-		Summary: "limits words, sentences, characters, approximate tokens, lines and paragraphs",
+		AnswerOnly: true,
+		Name:       Name,
+		Summary:    "limits words, sentences, characters, approximate tokens, lines and paragraphs",
 		Doc: `Counts incrementally and fails at the rune that crosses a maximum (the first
 letter of the word one too many, the start of the extra line, ...). Minimum
 words are checked at the end. Tokens are approximated as

@@ -53,9 +53,12 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // Config is the policy section of the check. A zero duration turns that
 // deadline off.
 type Config struct {
-	// TTFT is the longest wait for the first byte of output.
+	// TTFT is the longest wait for the first byte of output (text,
+	// reasoning or a tool call), counted from the start or from the
+	// upstream's last sign of work on the prompt, whichever is later.
 	TTFT Duration `yaml:"ttft" json:"ttft"`
-	// Gap is the longest wait between two chunks once output has begun.
+	// Gap is the longest wait between two pieces of output once output
+	// has begun (text, reasoning and tool-call pieces all count).
 	Gap Duration `yaml:"gap" json:"gap"`
 	// Total is the longest the whole attempt may take (0 = no limit).
 	Total Duration `yaml:"total" json:"total"`
@@ -104,6 +107,7 @@ type Watchdog struct {
 	started      bool
 	start        time.Time
 	lastActivity time.Time // time of the last Tick that saw new text
+	lastWork     time.Time // the upstream's last sign of work before output
 	sawOutput    bool      // some text has arrived (and been ticked)
 	pending      bool      // text written since the last Tick
 	written      int
@@ -112,9 +116,40 @@ type Watchdog struct {
 }
 
 var (
-	_ validator.Validator = (*Watchdog)(nil)
-	_ validator.Ticker    = (*Watchdog)(nil)
+	_ validator.Validator       = (*Watchdog)(nil)
+	_ validator.Ticker          = (*Watchdog)(nil)
+	_ validator.ProgressWatcher = (*Watchdog)(nil)
 )
+
+// Progress records the upstream's progress at at: a piece of output
+// (output) restarts the gap as text does and ends the wait for a first
+// token; a sign of work before output restarts the wait for it.
+func (w *Watchdog) Progress(at time.Time, output bool) {
+	if w.closed || len(w.findings) > 0 {
+		return
+	}
+	if !w.started {
+		w.started, w.start = true, at
+	}
+	if output {
+		w.sawOutput = true
+		if at.After(w.lastActivity) {
+			w.lastActivity = at
+		}
+		return
+	}
+	if at.After(w.lastWork) {
+		w.lastWork = at
+	}
+}
+
+// ttftFrom is when the wait for the first token runs from.
+func (w *Watchdog) ttftFrom() time.Time {
+	if w.lastWork.After(w.start) {
+		return w.lastWork
+	}
+	return w.start
+}
 
 // New returns a watchdog with the given deadlines.
 func New(cfg Config, opt Options) *Watchdog {
@@ -192,8 +227,8 @@ func (w *Watchdog) expired(now time.Time) (kind string, limit Duration, since ti
 		return "total", w.cfg.Total, now.Sub(w.start)
 	}
 	if !w.sawOutput {
-		if w.cfg.TTFT > 0 && !now.Before(w.start.Add(time.Duration(w.cfg.TTFT))) {
-			return "ttft", w.cfg.TTFT, now.Sub(w.start)
+		if from := w.ttftFrom(); w.cfg.TTFT > 0 && !now.Before(from.Add(time.Duration(w.cfg.TTFT))) {
+			return "ttft", w.cfg.TTFT, now.Sub(from)
 		}
 		return "", 0, 0
 	}
@@ -221,7 +256,7 @@ func (w *Watchdog) NextDeadline() time.Time {
 	}
 	switch {
 	case !w.sawOutput && w.cfg.TTFT > 0:
-		consider(w.start.Add(time.Duration(w.cfg.TTFT)))
+		consider(w.ttftFrom().Add(time.Duration(w.cfg.TTFT)))
 	case w.sawOutput && w.cfg.Gap > 0:
 		consider(w.lastActivity.Add(time.Duration(w.cfg.Gap)))
 	}
