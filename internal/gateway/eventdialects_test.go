@@ -350,3 +350,40 @@ func streamText(t *testing.T, raw []byte) string {
 		}
 	}
 }
+
+// TestEventDialectsHideReasoning: with reasoning: hide the client reads
+// none of the thinking or reasoning text, streamed or whole, and gets the
+// answer's text. A streamed Responses answer is left out: its closing
+// events repeat the reasoning whole, which the gateway does not yet strip
+// (docs/agents.md says so).
+func TestEventDialectsHideReasoning(t *testing.T) {
+	const thought = "Pondering quietly about the weather."
+	for _, path := range []string{"/v1/messages", "/v1/responses"} {
+		for _, stream := range []bool{true, false} {
+			if stream && path == "/v1/responses" {
+				continue
+			}
+			t.Run(path+map[bool]string{true: " streamed", false: " whole"}[stream], func(t *testing.T) {
+				payloads := msgStream(thought, "It is sunny.", "")
+				if path == "/v1/responses" {
+					payloads = respStream(thought, "It is sunny.", "")
+				}
+				srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{eventUpstream(t, payloads)}, Policy: mustPolicy(t, "reasoning: hide\n")})
+				resp := post(t, srv.URL+path, eventRequest(path, stream))
+				raw := readAllBody(t, resp)
+				if resp.StatusCode != http.StatusOK || bytes.Contains(raw, []byte("Pondering")) || bytes.Contains(raw, []byte("weather")) {
+					t.Fatalf("status %d, reasoning reached the client:\n%s", resp.StatusCode, raw)
+				}
+				got := ""
+				if stream {
+					got = streamText(t, raw)
+				} else {
+					got = wholeText(t, raw)
+				}
+				if got != "It is sunny." {
+					t.Fatalf("text %q:\n%s", got, raw)
+				}
+			})
+		}
+	}
+}
