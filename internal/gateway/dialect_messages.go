@@ -99,6 +99,7 @@ type messagesEvent struct {
 // Events out of order are refused with what is wrong and where.
 func (messagesDialect) parse(p []byte, c *chunk) error {
 	c.reset(p)
+	c.parts.closing = false
 	if ok, err := messagesDelta(p, c); ok {
 		return err
 	}
@@ -180,6 +181,7 @@ func (messagesDialect) parse(p []byte, c *chunk) error {
 		if kind == "tool_use" {
 			c.heldWithCall()
 		}
+		s.closing = true
 	case "message_start":
 		c.usage = true
 	case "ping":

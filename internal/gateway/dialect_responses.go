@@ -115,6 +115,7 @@ type responsesEvent struct {
 // wrong and where.
 func (responsesDialect) parse(p []byte, c *chunk) error {
 	c.reset(p)
+	c.parts.closing = false
 	if ok, err := responsesDelta(p, c); ok {
 		return err
 	}
@@ -217,6 +218,9 @@ func (responsesDialect) parse(p []byte, c *chunk) error {
 		if kind == "function_call" {
 			c.heldWithCall()
 		}
+		s.closing = true
+	case "response.output_text.done", "response.content_part.done", "response.reasoning_text.done", "response.reasoning_summary_text.done":
+		s.closing = true
 	case "response.created", "response.in_progress":
 		c.progress = true
 	case "response.completed", "response.incomplete":

@@ -387,3 +387,65 @@ func TestEventDialectsHideReasoning(t *testing.T) {
 		}
 	}
 }
+
+// TestEventDialectsHiddenRetry: a first attempt that says a banned term
+// is retried unseen; the client reads one answer in its API's events (one
+// opening event, deltas only for blocks or items it was told of, the
+// closing event with the verdict), without the secret.
+func TestEventDialectsHiddenRetry(t *testing.T) {
+	const secret = "lorem ipsum"
+	for _, path := range []string{"/v1/messages", "/v1/responses"} {
+		for _, stream := range []bool{true, false} {
+			t.Run(path+map[bool]string{true: " streamed", false: " whole"}[stream], func(t *testing.T) {
+				bad, good := msgStream("", "Sure. Here is "+secret+" text.", ""), msgStream("", "Sure. I cannot share that.", "")
+				if path == "/v1/responses" {
+					bad, good = respStream("", "Sure. Here is "+secret+" text.", ""), respStream("", "Sure. I cannot share that.", "")
+				}
+				n := 0
+				up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+					io.Copy(io.Discard, r.Body)
+					n++
+					w.Header().Set("Content-Type", "text/event-stream")
+					if n == 1 {
+						w.Write(namedSSE(bad...))
+						return
+					}
+					w.Write(namedSSE(good...))
+				})
+				srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "fake", up.URL.String(), upstream.KindLlamaServer)}, Policy: mustPolicy(t, "checks: {banned: {terms: [lorem ipsum]}}\n")})
+				resp := post(t, srv.URL+path, eventRequest(path, stream))
+				raw := readAllBody(t, resp)
+				if resp.StatusCode != http.StatusOK || bytes.Contains(raw, []byte(secret)) || !bytes.Contains(raw, []byte(`"repaired":["banned_content"]`)) {
+					t.Fatalf("status %d, want a repaired answer without the secret:\n%s", resp.StatusCode, raw)
+				}
+				if !stream {
+					if got := wholeText(t, raw); !strings.HasSuffix(got, "I cannot share that.") {
+						t.Fatalf("text %q", got)
+					}
+					return
+				}
+				open := map[string]bool{"message_start": false, "response.created": false}
+				var c chunk
+				d := dialectMessages
+				if path == "/v1/responses" {
+					d = dialectResponses
+				}
+				rd := sse.NewReader(bytes.NewReader(raw))
+				for ev, err := rd.Next(); err == nil; ev, err = rd.Next() {
+					if _, ok := open[ev.Name]; ok {
+						if open[ev.Name] {
+							t.Fatalf("a second %s:\n%s", ev.Name, raw)
+						}
+						open[ev.Name] = true
+					}
+					if err := d.parse(ev.Data, &c); err != nil {
+						t.Fatalf("the client's stream does not read as one answer: %v\n%s", err, raw)
+					}
+				}
+				if got := streamText(t, raw); !strings.HasSuffix(got, "I cannot share that.") {
+					t.Fatalf("text %q", got)
+				}
+			})
+		}
+	}
+}

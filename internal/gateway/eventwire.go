@@ -131,6 +131,9 @@ type partState struct {
 	tool   []int          // each part's tool call ordinal, -1 when not a call
 	ids    map[string]int // Responses: item id to index
 	tools  int            // the calls opened
+	// closing says the payload just read closes a part: it goes out also
+	// in a hidden retry, whose opening events the client already has.
+	closing bool
 }
 
 // open records part i of kind. It must be the next one: parts are
@@ -212,6 +215,11 @@ func (s *partState) callDelta(c *chunk, i int, id, name, args string, whole bool
 // belongs with one (its close, its arguments' done event): it is held
 // and goes out with the call.
 func (c *chunk) heldWithCall() { c.hasTools = true }
+
+// closesPart reports whether the payload just read closes a content
+// block or output item (kept in a hidden retry, where the retry's other
+// payloads without events are dropped).
+func (c *chunk) closesPart() bool { return c.parts.closing }
 
 // setThoughtBuf records the reasoning that AppendString put in the
 // chunk's reasoning buffer (c.rbuf).

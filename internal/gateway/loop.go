@@ -317,8 +317,10 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 	default:
 		// A chunk without text (the role chunk): it goes out when the text
 		// before it does; a retry's own role chunk is dropped when the
-		// client already has one, so the repaired answer reads as one.
-		if x.req.stream && !(x.tally.attempts > x.tpl.attempt && x.out.wroteHeader) {
+		// client already has one, so the repaired answer reads as one
+		// (a chunk that closes a content block or output item is the
+		// retry's close of the part the client reads, and goes out).
+		if x.req.stream && (c.closesPart() || !(x.tally.attempts > x.tpl.attempt && x.out.wroteHeader)) {
 			x.out.hold(p)
 		}
 		if ev.has(evProgress) || ev.has(evUsage) {
