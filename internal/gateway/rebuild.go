@@ -21,15 +21,15 @@ type fieldAcc struct {
 	// checked reasoning with it.
 	rsnKey string
 	top    rawBody // top-level members, last value wins
-	choice  rawBody // members of choices[0] (OpenAI) beside the delta
-	msg     rawBody // members of the delta (OpenAI) or message (Ollama)
+	choice rawBody // members of choices[0] (OpenAI) beside the delta
+	msg    rawBody // members of the delta (OpenAI) or message (Ollama)
 }
 
 // Members the assembly writes itself; everything else is carried over.
 var (
 	ownTop = map[string]bool{"id": true, "object": true, "created": true, "model": true, "system_fingerprint": true, "choices": true, "message": true, "response": true, "done": true, "error": true,
 		"obfuscation": true, // OpenAI's padding of stream chunks
-		"thinking": true}    // Ollama generate's reasoning: the checked one is written
+		"thinking":    true} // Ollama generate's reasoning: the checked one is written
 	ownChoice = map[string]bool{"index": true, "delta": true, "text": true, "finish_reason": true, "message": true}
 	// The reasoning members are the gateway's: the body carries the
 	// reasoning the checks read, or none when the policy hides it.

@@ -39,8 +39,8 @@ type releaser struct {
 	// spelled in a field of its own, hidden those the client never gets
 	// (reasoning.go).
 	rsn, fieldRsn, hidden []tokenSpan
-	tokens  []tokenSpan // the current attempt's text chunks (budget.go)
-	carried int         // released tokens of earlier attempts
+	tokens                []tokenSpan // the current attempt's text chunks (budget.go)
+	carried               int         // released tokens of earlier attempts
 	// spare are buffers of released pending chunks, reused by keep;
 	// scratch holds a synthesized chunk until emit copies it.
 	spare   [][]byte
