@@ -86,9 +86,9 @@ type attemptState struct {
 	finish   string        // the finish reason, once read
 	acc      fieldAcc      // a non-streaming answer's other fields (rebuild.go)
 
-	// think follows a <think> section at the start of the attempt's text,
-	// which starts at textFrom of the output; passed is the reasoning the
-	// policy passes unchecked (reasoning.go).
+	// think follows a <think> section at the start of the output's text
+	// (from textFrom, 0); passed is the reasoning the policy passes
+	// unchecked (reasoning.go).
 	think    thinkState
 	textFrom int
 	passed   []byte

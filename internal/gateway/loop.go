@@ -314,6 +314,9 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 		}
 	case c.finish || s.finish != "":
 		s.keepTail(p, c)
+		if ev != 0 {
+			s.step, fed = chk.Progress(at, false), true
+		}
 	default:
 		// A chunk without text (the role chunk): it goes out when the text
 		// before it does; a retry's own role chunk is dropped when the
@@ -323,7 +326,7 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 		if x.req.stream && (c.closesPart() || !(x.tally.attempts > x.tpl.attempt && x.out.wroteHeader)) {
 			x.out.hold(p)
 		}
-		if ev.has(evProgress) || ev.has(evUsage) {
+		if ev != 0 { // progress, usage: the upstream is working
 			s.step, fed = chk.Progress(at, false), true
 		}
 	}

@@ -31,15 +31,17 @@ const (
 	thinkDone                        // the text is the answer
 )
 
-// splitThink returns how many bytes of the text piece t, which starts at
-// offset at of the output (the attempt's text started at from), are inline
-// reasoning: the piece's head, up to and with the closing tag.
-func (s *attemptState) splitThink(text []byte, from, at int, t []byte) int {
+// splitThink returns how many bytes of the text piece t are inline
+// reasoning: the piece's head, up to and with the closing tag. prev is
+// the attempt's text before t (the output from textFrom).
+func (s *attemptState) splitThink(prev, t []byte) int {
+	var buf [32]byte
 	switch s.think {
 	case thinkDone:
 		return 0
 	case thinkUndecided:
-		sofar := bytes.TrimLeft(text[from:at+len(t)], " \t\r\n")
+		// prev holds white space and perhaps the head of the tag.
+		sofar := bytes.TrimLeft(append(append(buf[:0], bytes.TrimLeft(prev, " \t\r\n")...), t...), " \t\r\n")
 		switch {
 		case len(sofar) == 0:
 			return 0
@@ -54,13 +56,24 @@ func (s *attemptState) splitThink(text []byte, from, at int, t []byte) int {
 	}
 	// Inside: look for the closing tag from a little before this piece
 	// (a tag cut across pieces).
-	look := max(from, at-len(thinkClose)+1)
-	i := bytes.Index(text[look:at+len(t)], []byte(thinkClose))
+	k := min(len(prev), len(thinkClose)-1)
+	win := append(append(buf[:0], prev[len(prev)-k:]...), t...)
+	if len(t) > len(buf)-k {
+		win = append(append([]byte(nil), prev[len(prev)-k:]...), t...)
+	}
+	i := bytes.Index(win, []byte(thinkClose))
 	if i < 0 {
 		return len(t)
 	}
 	s.think = thinkDone
-	return look + i + len(thinkClose) - at
+	return i + len(thinkClose) - k
+}
+
+// thinkAt is the <think> state at the end of a released prefix.
+func thinkAt(prefix []byte) thinkState {
+	var s attemptState
+	s.splitThink(nil, prefix)
+	return s.think
 }
 
 // feedReasoning takes the chunk's reasoning (a field of its own) under
@@ -98,7 +111,7 @@ func (x *exchange) feedText(chk Checker, p []byte, c *chunk, at time.Time, mode 
 	}
 	n := 0
 	if s.think != thinkDone && mode.Checked() {
-		n = s.splitThink(x.out.text, s.textFrom, len(x.out.text), c.text)
+		n = s.splitThink(x.out.text[s.textFrom:], c.text)
 	}
 	if n == 0 {
 		if mixed {

@@ -91,7 +91,7 @@ func (x *exchange) try(n int, body []byte) result {
 	// The new attempt continues the released prefix: its checks see the
 	// whole output.
 	x.out.restart()
-	x.cur = attemptState{textFrom: len(x.out.text)}
+	x.cur = attemptState{think: thinkAt(x.out.text[:x.out.sent])}
 	if x.out.sent > 0 {
 		x.out.refeed(chk, x.out.sent, clk.Now())
 	}

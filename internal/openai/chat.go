@@ -225,6 +225,33 @@ type FunctionCall struct {
 	Arguments string `json:"arguments"`
 }
 
+// UnmarshalJSON reads arguments as OpenAI spells them, a string holding
+// JSON text, or as Ollama does, a JSON object (in a chat history its
+// clients send back an earlier call that way), kept as its JSON text.
+func (f *FunctionCall) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*f = FunctionCall{Name: w.Name}
+	args := bytes.TrimSpace(w.Arguments)
+	switch {
+	case len(args) == 0 || string(args) == "null":
+	case args[0] == '"':
+		if err := json.Unmarshal(args, &f.Arguments); err != nil {
+			return fmt.Errorf("arguments: %w", err)
+		}
+	case args[0] == '{':
+		f.Arguments = string(args)
+	default:
+		return fmt.Errorf("arguments: want a string or an object, got %.20q", args)
+	}
+	return nil
+}
+
 // Validator returns the call as the checks see it; i is its position when
 // Index is absent.
 func (c ToolCall) Validator(i int) validator.ToolCall {

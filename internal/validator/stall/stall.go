@@ -123,7 +123,8 @@ var (
 
 // Progress records the upstream's progress at at: a piece of output
 // (output) restarts the gap as text does and ends the wait for a first
-// token; a sign of work before output restarts the wait for it.
+// token; any other event restarts the gap once output has begun, and
+// before it the wait for a first token.
 func (w *Watchdog) Progress(at time.Time, output bool) {
 	if w.closed || len(w.findings) > 0 {
 		return
@@ -131,7 +132,7 @@ func (w *Watchdog) Progress(at time.Time, output bool) {
 	if !w.started {
 		w.started, w.start = true, at
 	}
-	if output {
+	if output || w.sawOutput {
 		w.sawOutput = true
 		if at.After(w.lastActivity) {
 			w.lastActivity = at
