@@ -118,7 +118,7 @@ func Register(r *validator.Registry, screen Screen) {
 		Name:    Name,
 		Summary: "tool allow/deny lists, CEL argument rules, and the built-in egress and shell rules",
 		Doc:     doc,
-		Reasons: []validator.Reason{validator.ReasonMalformedToolCall, validator.ReasonPromptInjection, validator.ReasonUnsafeContent},
+		Reasons: []validator.Reason{validator.ReasonMalformedToolCall, validator.ReasonDataExfiltration, validator.ReasonPromptInjection, validator.ReasonUnsafeContent},
 		Example: `deny: [delete_repository]
 rules:
   send_email:
@@ -153,7 +153,7 @@ type Validator struct {
 	rules  map[string][]compiled
 	n      int
 
-	trust *trust // built on the first egress call
+	flow flowState // the flow rule's index and what earlier calls sent
 	// kinds remembers, by tool name, whether the built-in shell and
 	// egress rules apply: deciding reads the tool's declared schema.
 	kinds map[string]toolKind
@@ -286,8 +286,8 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	if kind.shell {
 		out = append(out, v.checkShell(call, base)...)
 	}
-	if kind.egress {
-		out = append(out, v.checkEgress(call, base)...)
+	if kind.egress || kind.shell {
+		out = append(out, v.judgeFlow(call, base, true)...)
 	}
 	return out
 }
