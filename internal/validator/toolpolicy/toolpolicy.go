@@ -154,6 +154,7 @@ type Validator struct {
 	n      int
 
 	flow flowState // the flow rule's index and what earlier calls sent
+	img  image     // the answer's markdown image in progress
 	// kinds remembers, by tool name, whether the built-in shell and
 	// egress rules apply: deciding reads the tool's declared schema.
 	kinds map[string]toolKind
@@ -208,17 +209,35 @@ func New(cfg *Config, req *validator.Request, screen Screen) (*Validator, error)
 // Name implements validator.Validator.
 func (v *Validator) Name() string { return Name }
 
-// Write implements validator.Validator; the text is not judged.
-func (v *Validator) Write(p []byte) (int, error) { v.n += len(p); return len(p), nil }
+// Write implements validator.Validator: the text is read for markdown
+// images, whose URLs the flow rule judges.
+func (v *Validator) Write(p []byte) (int, error) {
+	v.images(p, v.n)
+	v.n += len(p)
+	return len(p), nil
+}
 
-// Settled implements validator.Validator.
-func (v *Validator) Settled() int { return v.n }
+// Settled implements validator.Validator: everything but an image in
+// progress.
+func (v *Validator) Settled() int {
+	if v.img.state != imgNone && len(v.img.finds) == 0 {
+		return v.img.start
+	}
+	return v.n
+}
 
-// Findings implements validator.Validator; calls are judged by CheckToolCall.
-func (v *Validator) Findings() []validator.Finding { return nil }
+// Findings implements validator.Validator: the answer's images; calls
+// are judged by CheckToolCall.
+func (v *Validator) Findings() []validator.Finding { return v.img.finds }
 
-// Close implements validator.Validator.
-func (v *Validator) Close() {}
+// Close implements validator.Validator: an image whose URL reaches the
+// end of the answer is judged there.
+func (v *Validator) Close() {
+	if v.img.state == imgURL {
+		v.endImage()
+	}
+	v.img.state = imgNone
+}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -1,0 +1,60 @@
+package toolcalls
+
+import "strings"
+
+// scrubRun is the shortest stretch of a message, shared with a call's
+// arguments, that Scrub removes: long enough that the words a message is
+// made of ("the system prompt") do not trip it, short enough that no key
+// survives whole.
+const scrubRun = 8
+
+// maxScrubbed caps the argument bytes a message is compared with.
+const maxScrubbed = 64 << 10
+
+// Scrub returns msg with the bytes of args taken out: every value of the
+// arguments quoted whole ("…" for "value"), and every stretch of at least
+// eight bytes that the raw arguments also hold, each replaced by "…".
+// Findings over tool calls pass through it, so that an error message,
+// incident, event or log line names the path and the rule, never what
+// the call carried.
+func Scrub(msg, args string) string {
+	if msg == "" || args == "" {
+		return msg
+	}
+	if len(args) > maxScrubbed {
+		args = args[:maxScrubbed]
+	}
+	for _, v := range Values(args) {
+		if len(v.Text) == 0 || len(v.Text) > maxScrubbed {
+			continue
+		}
+		for _, q := range [...]string{`"` + v.Text + `"`, "'" + v.Text + "'", "`" + v.Text + "`"} {
+			if strings.Contains(msg, q) {
+				msg = strings.ReplaceAll(msg, q, q[:1]+"…"+q[len(q)-1:])
+			}
+		}
+	}
+	var b strings.Builder
+	changed := false
+	for i := 0; i < len(msg); {
+		n := 0
+		if i+scrubRun <= len(msg) && strings.Contains(args, msg[i:i+scrubRun]) {
+			n = scrubRun
+			for i+n < len(msg) && strings.Contains(args, msg[i:i+n+1]) {
+				n++
+			}
+		}
+		if n == 0 {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		b.WriteString("…")
+		i += n
+		changed = true
+	}
+	if !changed {
+		return msg
+	}
+	return b.String()
+}
