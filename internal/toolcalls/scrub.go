@@ -13,7 +13,8 @@ const maxScrubbed = 64 << 10
 
 // Scrub returns msg with the bytes of args taken out: every value of the
 // arguments quoted whole ("…" for "value"), and every stretch of at least
-// eight bytes that the raw arguments also hold, each replaced by "…".
+// eight bytes that a value (or the raw text, when it is not JSON) also
+// holds, each replaced by "…".
 // Findings over tool calls pass through it, so that an error message,
 // incident, event or log line names the path and the rule, never what
 // the call carried.
@@ -34,13 +35,33 @@ func Scrub(msg, args string) string {
 			}
 		}
 	}
+	// The stretches are looked for in the values (the keys are the
+	// schema's words), or in the raw text when it is not JSON.
+	var hay []string
+	if Valid(args) {
+		for _, v := range Values(args) {
+			if len(v.Text) >= scrubRun {
+				hay = append(hay, v.Text)
+			}
+		}
+	} else {
+		hay = []string{args}
+	}
+	shared := func(s string) bool {
+		for _, h := range hay {
+			if strings.Contains(h, s) {
+				return true
+			}
+		}
+		return false
+	}
 	var b strings.Builder
 	changed := false
 	for i := 0; i < len(msg); {
 		n := 0
-		if i+scrubRun <= len(msg) && strings.Contains(args, msg[i:i+scrubRun]) {
+		if i+scrubRun <= len(msg) && shared(msg[i:i+scrubRun]) {
 			n = scrubRun
-			for i+n < len(msg) && strings.Contains(args, msg[i:i+n+1]) {
+			for i+n < len(msg) && shared(msg[i:i+n+1]) {
 				n++
 			}
 		}
