@@ -3,20 +3,21 @@
 // declaration, a tool result (flagged as injected or not), or nowhere (the
 // model's own words).
 //
-// Every source text of the conversation is folded (see Fold: case,
+// Every source text of the conversation is folded once (see Fold: case,
 // whitespace, punctuation, zero-width and look-alike characters fall
-// away) and each run of Gram folded bytes is recorded in a table with the
-// kinds of source that hold it and where the first private source holds
-// it. A value is folded the same way and also decoded every way a model
-// hides a copy (URL escapes, base64 at any of the four alignments, hex at
-// either, ROT13); each decoding's grams are looked up, and consecutive
-// grams that continue one another in one private source form a Run: a
-// copied stretch of the system prompt or of a tool result.
+// away). A call's values are folded the same way and also decoded every
+// way a model hides a copy (URL escapes, base64 at any of the four
+// alignments, hex at either, ROT13); the Gram-byte runs of all of those
+// go into a small table, and one pass over the folded conversation marks
+// which kinds of source hold each and where the first private source
+// holds it. Consecutive grams of a value that continue one another in one
+// private source form a Run: a copied stretch of the system prompt or of a
+// tool result.
 //
 // The table is written for the job (open addressing over the grams packed
-// into a uint64, no hashing library): a Go map cost about three times as
-// much per byte of conversation, and the index is built for every request
-// that carries a tool call.
+// into a uint64). Indexing the conversation instead of the call cost about
+// 170 us per KiB (a table of every gram of the conversation, missed in
+// cache on every byte); the call's table stays in the first-level cache.
 package provenance
 
 import (
@@ -75,63 +76,81 @@ type Source struct {
 	folded []byte
 }
 
-// entry is one gram's record.
+// entry is one gram's record, 16 bytes.
 type entry struct {
-	key  uint64 // the gram's bytes, plus 1 so that 0 marks a free slot
-	mask Mask
-	src  int32 // first private source holding the gram, or -1
-	pos  int32 // the gram's offset in that source's folded text
+	key uint64 // the gram's bytes; 0 marks a free slot (folded bytes are never 0)
+	// at holds the kinds of source holding the gram (bits 0-7), the first
+	// private source holding it plus one (bits 8-31, 0 for none) and the
+	// gram's offset in that source's folded text (bits 32-63).
+	at uint64
 }
 
-// Index is the conversation's sources and their grams. It is built once
-// per request and read by one goroutine at a time.
+func (e *entry) mask() Mask { return Mask(e.at) }
+
+// first returns the first private source holding the gram (-1 for none)
+// and the gram's offset there.
+func (e *entry) first() (src, pos int) {
+	return int(e.at>>8&0xFFFFFF) - 1, int(e.at >> 32)
+}
+
+// stream is one folded form of one value, in Index.arena.
+type stream struct {
+	val, from, to int
+	via           Encoding
+}
+
+// Index is the conversation's folded sources. It is built once per
+// request and used by one goroutine at a time.
 type Index struct {
 	Sources []Source
 	slots   []entry
 	used    int
-	// scratch buffers reused by Trace
-	buf, dec, rot []byte
+	// bloom has a bit set for every gram of the table: the pass over the
+	// conversation probes the table only where the bit is set, and most
+	// of the conversation's grams are not the call's.
+	bloom []uint64
+	// scratch reused by Trace
+	arena, dec, tmp []byte
+	streams         []stream
 }
 
 // maxIndexed caps the folded bytes indexed per source (a tool result of
 // megabytes is indexed up to here; grams after it are not found).
 const maxIndexed = 1 << 20
 
-// New indexes sources.
+// New folds the sources.
 func New(sources []Source) *Index {
 	ix := &Index{Sources: sources}
 	total := 0
 	for i := range sources {
 		total += len(sources[i].Text)
 	}
-	size := 64
-	for size < 2*total {
-		size <<= 1
-	}
-	ix.slots = make([]entry, size)
-	var folded []byte
+	folded := make([]byte, 0, total)
 	for i := range ix.Sources {
 		s := &ix.Sources[i]
-		s.lower = strings.ToLower(s.Text)
 		start := len(folded)
 		folded = Fold(folded, s.Text)
 		if len(folded)-start > maxIndexed {
 			folded = folded[:start+maxIndexed]
 		}
 		s.folded = folded[start:len(folded):len(folded)]
-		ix.add(i, s)
 	}
 	return ix
 }
 
 func pack(b []byte) uint64 {
 	_ = b[Gram-1]
-	return (uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40) + 1
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 | uint64(b[4])<<32 | uint64(b[5])<<40
 }
+
+const golden = 0x9E3779B97F4A7C15
+
+// bloomBits is the size of the filter: 64 Ki bits, 8 KiB.
+const bloomBits = 1 << 16
 
 func (ix *Index) slot(key uint64) int {
 	mask := len(ix.slots) - 1
-	i := int((key * 0x9E3779B97F4A7C15) >> 40 & uint64(mask))
+	i := int((key * golden) >> 40 & uint64(mask))
 	for {
 		e := &ix.slots[i]
 		if e.key == key || e.key == 0 {
@@ -141,30 +160,23 @@ func (ix *Index) slot(key uint64) int {
 	}
 }
 
-func (ix *Index) add(id int, s *Source) {
-	f := s.folded
-	bit := Mask(1) << s.Kind
-	priv := s.Kind.Private()
-	for i := 0; i+Gram <= len(f); i++ {
-		if ix.used*2 >= len(ix.slots) {
-			ix.grow()
-		}
-		key := pack(f[i:])
-		e := &ix.slots[ix.slot(key)]
-		if e.key == 0 {
-			*e = entry{key: key, src: -1}
-			ix.used++
-		}
-		e.mask |= bit
-		if priv && e.src < 0 {
-			e.src, e.pos = int32(id), int32(i)
-		}
+// insert adds a gram to the call's table.
+func (ix *Index) insert(key uint64) {
+	if ix.used*2 >= len(ix.slots) {
+		ix.grow()
+	}
+	e := &ix.slots[ix.slot(key)]
+	if e.key == 0 {
+		*e = entry{key: key}
+		ix.used++
+		b := (key * golden) >> 48
+		ix.bloom[b>>6] |= 1 << (b & 63)
 	}
 }
 
 func (ix *Index) grow() {
 	old := ix.slots
-	ix.slots = make([]entry, 2*len(old))
+	ix.slots = make([]entry, max(64, 2*len(old)))
 	for _, e := range old {
 		if e.key != 0 {
 			ix.slots[ix.slot(e.key)] = e
@@ -172,12 +184,70 @@ func (ix *Index) grow() {
 	}
 }
 
+// reset empties the table for about n grams.
+func (ix *Index) reset(n int) {
+	size := 64
+	for size < 2*n {
+		size <<= 1
+	}
+	if len(ix.slots) < size || len(ix.slots) > 4*size {
+		ix.slots = make([]entry, size)
+	} else {
+		clear(ix.slots)
+	}
+	if ix.bloom == nil {
+		ix.bloom = make([]uint64, bloomBits/64)
+	} else {
+		clear(ix.bloom)
+	}
+	ix.used = 0
+}
+
+// lookup returns the record of a gram some source holds, or nil.
 func (ix *Index) lookup(key uint64) *entry {
 	e := &ix.slots[ix.slot(key)]
-	if e.key == 0 {
+	if e.key == 0 || e.at&0xFF == 0 {
 		return nil
 	}
 	return e
+}
+
+// mark records, for every gram of the table, the kinds of source that
+// hold it: one pass over the folded conversation.
+func (ix *Index) mark() {
+	mask := len(ix.slots) - 1
+	for id := range ix.Sources {
+		s := &ix.Sources[id]
+		f := s.folded
+		if len(f) < Gram {
+			continue
+		}
+		bit := Mask(1) << s.Kind
+		priv := s.Kind.Private()
+		key := pack(f) << 8
+		for i := 0; i+Gram <= len(f); i++ {
+			key = key>>8 | uint64(f[i+Gram-1])<<(8*(Gram-1))
+			h := key * golden
+			if ix.bloom[h>>54]&(1<<(h>>48&63)) == 0 {
+				continue
+			}
+			j := int(h >> 40 & uint64(mask))
+			for {
+				e := &ix.slots[j]
+				if e.key == key {
+					e.at |= uint64(bit)
+					if priv && e.at>>8&0xFFFFFF == 0 && id < 0xFFFFFF {
+						e.at |= uint64(id+1)<<8 | uint64(i)<<32
+					}
+					break
+				}
+				if e.key == 0 {
+					break
+				}
+				j = (j + 1) & mask
+			}
+		}
+	}
 }
 
 // Encoding says how a copy was hidden.
@@ -219,34 +289,66 @@ type Trace struct {
 	Found  [numKinds]int
 }
 
-// Trace finds where value's bytes came from; runs are appended to
-// t.Runs (t may be reused).
-func (ix *Index) Trace(value string, t *Trace) {
-	ix.buf = Fold(ix.buf[:0], value)
-	t.Folded += len(ix.buf)
-	ix.scan(ix.buf, Plain, &t.Found, t)
-	ix.rot = rot13(ix.rot[:0], ix.buf)
-	ix.scan(ix.rot, ROT13, nil, t)
-	raw := []byte(value)
-	if strings.IndexByte(value, '%') >= 0 {
-		raw = unescapeURL(nil, value)
-		ix.buf = Fold(ix.buf[:0], string(raw))
-		ix.scan(ix.buf, URLEscaped, nil, t)
+// TraceAll traces the values of one call with one pass over the
+// conversation; ts[i] receives values[i]'s runs and counts.
+func (ix *Index) TraceAll(values []string, ts []Trace) {
+	ix.arena, ix.streams = ix.arena[:0], ix.streams[:0]
+	for vi, value := range values {
+		plain := len(ix.arena)
+		ix.arena = Fold(ix.arena, value)
+		ts[vi].Folded += len(ix.arena) - plain
+		ix.addStream(vi, plain, Plain)
+		from := len(ix.arena)
+		ix.arena = rot13(ix.arena, ix.arena[plain:from])
+		ix.addStream(vi, from, ROT13)
+		raw := value
+		if strings.IndexByte(value, '%') >= 0 {
+			ix.tmp = unescapeURL(ix.tmp[:0], value)
+			raw = string(ix.tmp)
+			from = len(ix.arena)
+			ix.arena = Fold(ix.arena, raw)
+			ix.addStream(vi, from, URLEscaped)
+		}
+		hexRuns([]byte(raw), func(run []byte) {
+			for off := 0; off < 2; off++ {
+				ix.dec = decodeHex(ix.dec[:0], run, off)
+				from := len(ix.arena)
+				ix.arena = foldBytes(ix.arena, ix.dec)
+				ix.addStream(vi, from, Hex)
+			}
+		})
+		b64Runs([]byte(raw), func(run []byte) {
+			for off := 0; off < 4; off++ {
+				ix.dec = decodeB64(ix.dec[:0], run, off)
+				from := len(ix.arena)
+				ix.arena = foldBytes(ix.arena, ix.dec)
+				ix.addStream(vi, from, Base64)
+			}
+		})
 	}
-	hexRuns(raw, func(run []byte) {
-		for off := 0; off < 2; off++ {
-			ix.dec = decodeHex(ix.dec[:0], run, off)
-			ix.buf = foldBytes(ix.buf[:0], ix.dec)
-			ix.scan(ix.buf, Hex, nil, t)
+	ix.reset(len(ix.arena))
+	for _, st := range ix.streams {
+		f := ix.arena[st.from:st.to]
+		for i := 0; i+Gram <= len(f); i++ {
+			ix.insert(pack(f[i:]))
 		}
-	})
-	b64Runs(raw, func(run []byte) {
-		for off := 0; off < 4; off++ {
-			ix.dec = decodeB64(ix.dec[:0], run, off)
-			ix.buf = foldBytes(ix.buf[:0], ix.dec)
-			ix.scan(ix.buf, Base64, nil, t)
+	}
+	ix.mark()
+	for _, st := range ix.streams {
+		var found *[numKinds]int
+		if st.via == Plain {
+			found = &ts[st.val].Found
 		}
-	})
+		ix.scan(ix.arena[st.from:st.to], st.via, found, &ts[st.val])
+	}
+}
+
+// addStream records the arena's bytes from from on as a stream of value
+// val.
+func (ix *Index) addStream(val, from int, via Encoding) {
+	if len(ix.arena)-from >= Gram {
+		ix.streams = append(ix.streams, stream{val: val, from: from, to: len(ix.arena), via: via})
+	}
 }
 
 // scan looks up every gram of folded, counts per kind in found (when not
@@ -270,25 +372,26 @@ func (ix *Index) scan(folded []byte, via Encoding, found *[numKinds]int, t *Trac
 		}
 		if found != nil {
 			for k := Kind(0); k < numKinds; k++ {
-				if e.mask.Has(k) {
+				if e.mask().Has(k) {
 					from := max(i, last[k])
 					found[k] += i + Gram - from
 					last[k] = i + Gram
 				}
 			}
 		}
-		if e.src < 0 || e.mask.Has(User) || e.mask.Has(Declaration) {
+		src, pos := e.first()
+		if src < 0 || e.mask().Has(User) || e.mask().Has(Declaration) {
 			flush()
 			continue
 		}
-		if run.Src == int(e.src) && int(e.pos) == prevPos+1 {
+		if run.Src == src && pos == prevPos+1 {
 			run.Len++
 			prevPos++
 			continue
 		}
 		flush()
-		run = Run{Src: int(e.src), Pos: int(e.pos), Len: Gram, Via: via}
-		prevPos = int(e.pos)
+		run = Run{Src: src, Pos: pos, Len: Gram, Via: via}
+		prevPos = pos
 	}
 	flush()
 }
@@ -318,7 +421,7 @@ func (ix *Index) Named(s string) (Mask, int) {
 	first := -1
 	for i := range ix.Sources {
 		src := &ix.Sources[i]
-		if strings.Contains(src.lower, s) {
+		if strings.Contains(ix.Lower(i), s) {
 			m |= 1 << src.Kind
 			if first < 0 && (src.Kind == Result || src.Kind == FlaggedResult || src.Kind == Declaration) {
 				first = i
@@ -328,5 +431,12 @@ func (ix *Index) Named(s string) (Mask, int) {
 	return m, first
 }
 
-// Lower returns source i's text in lower case.
-func (ix *Index) Lower(i int) string { return ix.Sources[i].lower }
+// Lower returns source i's text in lower case (made on first use: only
+// calls with destinations need it).
+func (ix *Index) Lower(i int) string {
+	s := &ix.Sources[i]
+	if s.lower == "" && s.Text != "" {
+		s.lower = strings.ToLower(s.Text)
+	}
+	return s.lower
+}

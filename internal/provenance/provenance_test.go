@@ -74,7 +74,7 @@ func TestTrace(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var tr Trace
-			ix.Trace(c.value, &tr)
+			tr = trace(ix, c.value)
 			best := Run{Src: -1}
 			for _, r := range tr.Runs {
 				if r.Len > best.Len {
@@ -97,7 +97,7 @@ func TestTraceShared(t *testing.T) {
 	ix := testIndex()
 	for _, v := range []string{"Orrin Logistics", "a friendly hello from the depot team", "send an e-mail to the recipients"} {
 		var tr Trace
-		ix.Trace(v, &tr)
+		tr = trace(ix, v)
 		for _, r := range tr.Runs {
 			if r.Len >= 8 {
 				t.Errorf("%q: private run %+v", v, r)
@@ -105,7 +105,7 @@ func TestTraceShared(t *testing.T) {
 		}
 	}
 	var tr Trace
-	ix.Trace("Orrin Logistics", &tr)
+	tr = trace(ix, "Orrin Logistics")
 	if tr.Found[User] == 0 || tr.Found[System] == 0 {
 		t.Errorf("Found %v: want bytes from the user and the system prompt", tr.Found)
 	}
@@ -132,22 +132,29 @@ func TestNamedAndSecretlike(t *testing.T) {
 	}
 }
 
-// TestGrow: an index larger than its first table keeps every gram.
+// TestGrow: a call larger than the table's first size keeps every gram,
+// and a table reused for a smaller call forgets the larger one's.
 func TestGrow(t *testing.T) {
 	var b strings.Builder
 	for i := 0; i < 2000; i++ {
-		b.WriteString(strings.Repeat(string(rune('a'+i%26)), 1))
-		b.WriteString(string(rune('0' + i%10)))
+		b.WriteByte(byte('a' + i%26))
+		b.WriteByte(byte('0' + i*7%10))
 	}
-	ix := New([]Source{{Kind: System, Text: "x"}})
-	s := Source{Kind: Result, Text: b.String()}
-	ix.Sources = append(ix.Sources, s)
-	ix.Sources[1].folded = Fold(nil, s.Text)
-	ix.add(1, &ix.Sources[1])
+	long := b.String()
+	ix := New([]Source{{Kind: System, Text: "x " + long}})
+	vals := []string{long[1000:1100], long[3000:3400]}
+	ts := make([]Trace, 2)
+	ix.slots = make([]entry, 64) // force growth during the call
+	ix.TraceAll(vals, ts)
+	for i, tr := range ts {
+		if len(tr.Runs) == 0 {
+			t.Fatalf("value %d: not found", i)
+		}
+	}
 	var tr Trace
-	ix.Trace(b.String()[1000:1100], &tr)
-	if len(tr.Runs) == 0 {
-		t.Fatal("a gram added after the table grew is not found")
+	tr = trace(ix, "nothing of the sort here")
+	if len(tr.Runs) != 0 {
+		t.Fatalf("runs %+v from a reused table", tr.Runs)
 	}
 }
 
@@ -166,7 +173,7 @@ func FuzzNormalise(f *testing.F) {
 		}
 		ix := New([]Source{{Kind: System, Text: s}})
 		var tr Trace
-		ix.Trace(s, &tr)
+		tr = trace(ix, s)
 		if len(folded) >= Gram {
 			n := 0
 			for _, r := range tr.Runs {
@@ -179,4 +186,11 @@ func FuzzNormalise(f *testing.F) {
 			}
 		}
 	})
+}
+
+// trace traces one value.
+func trace(ix *Index, v string) Trace {
+	ts := make([]Trace, 1)
+	ix.TraceAll([]string{v}, ts)
+	return ts[0]
 }

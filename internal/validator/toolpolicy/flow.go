@@ -40,7 +40,7 @@ type flowState struct {
 	ix         *provenance.Index
 	replyAsked bool
 	sent       []sentRun
-	trace      provenance.Trace
+	traces     []provenance.Trace
 }
 
 // replyRE finds a user asking to answer an e-mail or a message.
@@ -224,11 +224,17 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	}
 	var best carried
 	total := 0
+	var vals []toolcalls.Value
+	var texts []string
 	for _, val := range toolcalls.Values(call.Arguments) {
-		if v.isReference(val, ds) {
-			continue
+		if !v.isReference(val, ds) {
+			vals, texts = append(vals, val), append(texts, val.Text)
 		}
-		c := v.carries(ix, val)
+	}
+	traces := v.traces(len(vals))
+	ix.TraceAll(texts, traces)
+	for i, val := range vals {
+		c := v.carries(ix, val, &traces[i])
 		total += c.n
 		if c.n > best.n {
 			best = c
@@ -321,12 +327,23 @@ func (v *Validator) isReference(val toolcalls.Value, ds []destination) bool {
 	return false
 }
 
-// carries traces one value and returns the private data it carries,
+// traces returns n emptied traces, reusing the last call's.
+func (v *Validator) traces(n int) []provenance.Trace {
+	ts := v.flow.traces
+	if cap(ts) < n {
+		ts = make([]provenance.Trace, n)
+	}
+	ts = ts[:n]
+	for i := range ts {
+		ts[i] = provenance.Trace{Runs: ts[i].Runs[:0]}
+	}
+	v.flow.traces = ts
+	return ts
+}
+
+// carries takes a value's trace and returns the private data it carries,
 // counting stretches that continue what earlier calls sent.
-func (v *Validator) carries(ix *provenance.Index, val toolcalls.Value) carried {
-	t := &v.flow.trace
-	t.Runs, t.Folded, t.Found = t.Runs[:0], 0, [len(t.Found)]int{}
-	ix.Trace(val.Text, t)
+func (v *Validator) carries(ix *provenance.Index, val toolcalls.Value, t *provenance.Trace) carried {
 	if len(t.Runs) == 0 {
 		return carried{}
 	}

@@ -123,7 +123,9 @@ func (v *Validator) endImage() {
 	if m, _ := ix.Named(lowerASCII(u)); m != 0 {
 		return // an image the conversation gave whole
 	}
-	c := v.carries(ix, val)
+	ts := v.traces(1)
+	ix.TraceAll([]string{val.Text}, ts)
+	c := v.carries(ix, val, &ts[0])
 	if c.n == 0 {
 		return
 	}
