@@ -4,14 +4,19 @@
 // messages and the declared tools, and two built-in rules that need no
 // configuration for tools whose names and schemas say what they are:
 //
-//   - egress: a tool that sends something out (mail, messages, HTTP,
-//     transfers, uploads) may only send to an address, URL host or account
-//     that the user, the system prompt, a tool's declaration or the
-//     allow-list named, or that a tool result which was not itself flagged
-//     as injected named. An address only a flagged result named, or any
-//     unnamed one while a flagged result is in the conversation, is
-//     prompt_injection; an unnamed one otherwise is a policy violation the
-//     model is asked to correct.
+//   - flow (the egress rule): every argument value of a call that sends
+//     something out (mail, messages, HTTP, transfers, uploads, a network
+//     command in a shell) is traced to where its bytes came from (package
+//     provenance). Private data (the system prompt, tool results) going
+//     to a destination an untrusted source chose (a tool result, a tool's
+//     declaration) or nobody named is data_exfiltration; a destination
+//     only an injected result named is prompt_injection whatever the call
+//     carries; a send to a destination nobody named is data_exfiltration
+//     too. The user's destinations, the system prompt's, the allow list's,
+//     the company's own domain and the sender of an e-mail the user asked
+//     to answer are trusted; a read (a GET) that carries nothing private
+//     passes. A markdown image in the answer is judged like a call: its
+//     URL is fetched when the answer is rendered.
 //   - shell: a tool that runs commands may not run destructive or
 //     remote-code commands (rm -rf /, mkfs, dd to a device, fork bombs,
 //     curl | sh, reverse shells, boot-loader changes): unsafe_content.
@@ -96,12 +101,20 @@ malformed_tool_call by default: the model is asked again with the rule restated)
 
 egress: tools that send something out are recognised by name (send_email,
 post_message, http_request, transfer_money, upload_file, ...) and schema (a to,
-recipient, url, iban or account parameter). Every destination in the arguments
-(e-mail addresses, URL hosts, IBANs, the values of recipient-like parameters) must
-be named by the user, the system prompt, a tool declaration, the allow list, or a
-tool result that was not flagged as injected. A destination only a flagged result
-named, or any unnamed one while a flagged result is in the conversation, fails with
-prompt_injection; an unnamed one otherwise fails with malformed_tool_call.
+recipient, url, iban or account parameter); network commands (dig, curl, ssh, ...)
+in a shell tool count too. Each destination (e-mail addresses, URL hosts, IBANs,
+the values of recipient-like parameters) is trusted when the user, the system
+prompt or the allow list named it, when it is at a domain the user or the system
+prompt named, or when it is the sender of an e-mail the user asked to answer. Every
+argument value is traced, after folding case, spacing, zero-width and look-alike
+characters and decoding URL escapes, base64, hex and ROT13, to the system prompt
+and the tool results it copies, across the calls of the turn and the earlier
+turns. Private data to an untrusted destination fails with data_exfiltration, or
+prompt_injection when an injected tool result named the destination (which fails
+whatever the call carries); a send (not a GET) to a destination nobody named fails
+with data_exfiltration. A markdown image in the answer whose URL carries private
+data to an untrusted host fails the same way. Messages name the parameter, the
+byte count and the source, never a value.
 
 shell: tools that run commands (bash, shell, run_command, execute, terminal, or a
 command/cmd/script parameter) may not run destructive or remote-code commands:
