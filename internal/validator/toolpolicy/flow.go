@@ -39,8 +39,12 @@ type sentRun struct{ src, pos, end int }
 type flowState struct {
 	ix         *provenance.Index
 	replyAsked bool
-	sent       []sentRun
-	traces     []provenance.Trace
+	// heardUser: the request holds the user's words. Without them (an MCP
+	// session, where the proxy sees calls and results only) a destination
+	// nobody named is not refused for that alone.
+	heardUser bool
+	sent      []sentRun
+	traces    []provenance.Trace
 }
 
 // replyRE finds a user asking to answer an e-mail or a message.
@@ -83,6 +87,7 @@ func (v *Validator) index() *provenance.Index {
 	}
 	v.flow.ix = provenance.New(srcs)
 	v.flow.replyAsked = replyRE.MatchString(user.String())
+	v.flow.heardUser = user.Len() > 0
 	for _, m := range v.req.Messages {
 		if m.Role == "assistant" {
 			for _, c := range m.ToolCalls {
@@ -259,7 +264,7 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	case best.n > 0:
 		f.Reason = validator.ReasonDataExfiltration
 		f.Message = "call to " + quote(call.Name) + ": " + describeCarried(ix, best, total) + " to " + dest
-	case from.kind == provenance.Nowhere && kind.egress && !isRead(call):
+	case from.kind == provenance.Nowhere && kind.egress && !isRead(call) && v.flow.heardUser:
 		// A send to a destination the model made up: whatever it
 		// carries, nobody asked for it to go there.
 		f.Reason = validator.ReasonDataExfiltration
