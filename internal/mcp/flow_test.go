@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -63,5 +64,74 @@ func TestFlowWithinSession(t *testing.T) {
 	fresh := p.NewSession()
 	if toServer, toClient := call(fresh, 1, export); toServer == nil {
 		t.Fatalf("the same call in a session that never saw the ticket was refused: %s", toClient)
+	}
+}
+
+// TestMCPRefusalsLeakNothing runs the calls of the refusal cases
+// (../cli/testdata/flow/noleak.jsonl) through aegis mcp, each in a fresh
+// session: every refusal, and every event, holds no 8-byte stretch of the
+// call's argument values. The proxy sees no system prompt, so the cases
+// that depend on one are let through; the credential and the shell
+// command must be refused.
+func TestMCPRefusalsLeakNothing(t *testing.T) {
+	b, err := os.ReadFile("../cli/testdata/flow/noleak.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	refused := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var c struct {
+			ID        string `json:"id"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		}
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range c.ToolCalls {
+			if !json.Valid([]byte(tc.Function.Arguments)) {
+				continue // a client's request must be JSON; the proxy rejects it as such
+			}
+			bus := &events.Bus{}
+			sub := bus.Subscribe(256)
+			p := &Proxy{Judge: testJudge(t, ""), Server: "fake", Bus: bus}
+			params, _ := json.Marshal(map[string]any{"name": tc.Function.Name, "arguments": json.RawMessage(tc.Function.Arguments)})
+			toServer, toClient := p.NewSession().FromClient(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`+string(params)+`}`))
+			var evs strings.Builder
+			for len(sub.C) > 0 {
+				e, _ := json.Marshal(<-sub.C)
+				evs.Write(e)
+			}
+			sub.Close()
+			if toServer != nil {
+				continue
+			}
+			refused[c.ID] = true
+			var vals []string
+			var args map[string]any
+			json.Unmarshal([]byte(tc.Function.Arguments), &args)
+			for _, v := range args {
+				if s, ok := v.(string); ok {
+					vals = append(vals, s)
+				}
+			}
+			for _, s := range vals {
+				for i := 0; i+8 <= len(s); i++ {
+					if strings.Contains(string(toClient), s[i:i+8]) || strings.Contains(evs.String(), s[i:i+8]) {
+						t.Errorf("%s: the refusal or an event holds %q:\n%s\n%s", c.ID, s[i:i+8], toClient, evs.String())
+					}
+				}
+			}
+		}
+	}
+	for _, id := range []string{"refuse-credential", "refuse-shell"} {
+		if !refused[id] {
+			t.Errorf("%s was not refused", id)
+		}
 	}
 }
