@@ -21,6 +21,7 @@
 package provenance
 
 import (
+	"bytes"
 	"strings"
 )
 
@@ -356,7 +357,7 @@ func (ix *Index) addStream(val, from int, via Encoding) {
 func (ix *Index) scan(folded []byte, via Encoding, found *[numKinds]int, t *Trace) {
 	var last [numKinds]int // end of the coverage counted per kind
 	run := Run{Src: -1}
-	prevPos := -2
+	prevPos, runStart := -2, 0 // runStart: the stream offset the run began at
 	flush := func() {
 		if run.Src >= 0 {
 			t.Runs = append(t.Runs, run)
@@ -379,19 +380,40 @@ func (ix *Index) scan(folded []byte, via Encoding, found *[numKinds]int, t *Trac
 				}
 			}
 		}
-		src, pos := e.first()
-		if src < 0 || e.mask().Has(User) || e.mask().Has(Declaration) {
+		if e.mask().Has(User) || e.mask().Has(Declaration) {
 			flush()
 			continue
 		}
-		if run.Src == src && pos == prevPos+1 {
-			run.Len++
-			prevPos++
+		// The run goes on where its source holds this gram next, though
+		// the table records the gram's first place only (a repeated word,
+		// a key that repeats a part of itself).
+		if run.Src >= 0 {
+			f := ix.Sources[run.Src].folded
+			if p := prevPos + 1; p+Gram <= len(f) && bytes.Equal(f[p:p+Gram], folded[i:i+Gram]) {
+				run.Len++
+				prevPos++
+				continue
+			}
+		}
+		src, pos := e.first()
+		if src < 0 {
+			flush()
 			continue
 		}
+		// A run that breaks here may go on in this gram's source: take
+		// back the bytes before it that match there too, up to where the
+		// broken run began (a key whose first gram the source also holds
+		// earlier, in another word).
+		back := 0
+		if run.Src >= 0 {
+			f := ix.Sources[src].folded
+			for back < i-runStart && back < pos && folded[i-back-1] == f[pos-back-1] {
+				back++
+			}
+		}
 		flush()
-		run = Run{Src: src, Pos: pos, Len: Gram, Via: via}
-		prevPos = pos
+		run = Run{Src: src, Pos: pos - back, Len: Gram + back, Via: via}
+		runStart, prevPos = i-back, pos
 	}
 	flush()
 }

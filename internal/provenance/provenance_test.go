@@ -48,6 +48,7 @@ func testIndex() *Index {
 		{Kind: System, Msg: 0, Text: "You are the assistant of Orrin Logistics. The fleet API key is " + key + "."},
 		{Kind: User, Msg: 1, Text: "Send the route plan for Orrin Logistics to karl."},
 		{Kind: Result, Msg: 3, Tool: "read_file", Text: "Route A: depot - Kessel - Vorn - Alder; driver Ezra +49 151 2233 4455"},
+		{Kind: Result, Msg: 5, Tool: "read_file", Text: "depot 9 Kessel, then Orrin depot 9 Kessel depot 9 Vorn"},
 		{Kind: Declaration, Msg: -1, Tool: "send_email", Text: "send_email\nSend an e-mail to the recipients."},
 	})
 }
@@ -69,6 +70,7 @@ func TestTrace(t *testing.T) {
 		{"URL-escaped", url.QueryEscape("k=" + key), System, Plain, 17},
 		{"zero-width", strings.Join(strings.Split(key, ""), "\u200b"), System, Plain, 17},
 		{"result data", "Kessel - Vorn - Alder; driver Ezra", Result, Plain, 20},
+		{"a copy whose grams came earlier in the source", "Orrin depot 9 Kessel depot 9 Vorn", Result, Plain, 25},
 	}
 	ix := testIndex()
 	for _, c := range cases {
@@ -193,4 +195,18 @@ func trace(ix *Index, v string) Trace {
 	ts := make([]Trace, 1)
 	ix.TraceAll([]string{v}, ts)
 	return ts[0]
+}
+
+// TestRunWhoseFirstGramComesEarlier: a key whose first gram the source
+// also holds earlier, in another word, is found whole.
+func TestRunWhoseFirstGramComesEarlier(t *testing.T) {
+	ix := New([]Source{{Kind: System, Text: "Deploy key for the mirror host: mirror-7Q2x-Lattice (rotate monthly)."}})
+	tr := trace(ix, "ref mirror-7Q2x-Lattice zzq")
+	best := 0
+	for _, r := range tr.Runs {
+		best = max(best, r.Len)
+	}
+	if want := len("mirror7q2xlattice"); best != want {
+		t.Fatalf("runs %+v: longest %d, want %d", tr.Runs, best, want)
+	}
 }
