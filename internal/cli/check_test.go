@@ -123,7 +123,7 @@ func TestValidatorsCommand(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Reasons) != 15 || doc.Reasons[0].Reason != "invalid_json" {
+	if len(doc.Reasons) != len(validator.Reasons) || doc.Reasons[0].Reason != "invalid_json" {
 		t.Errorf("reasons = %+v", doc.Reasons)
 	}
 	out, _, code = runCheckCLI(t, "", "validators")

@@ -234,30 +234,30 @@ func TestToolCallHeldChoices(t *testing.T) {
 	}
 }
 
-// TestToolCallRepaired: a call that breaks the tool policy (mail to an
-// address nobody named) gets the hidden corrective retry with the rule
-// restated; the client sees only the corrected call.
-func TestToolCallRepaired(t *testing.T) {
+// TestToolCallToAnUnnamedDestination: a call that mails an address nobody
+// in the conversation named is refused as what it is, data_exfiltration,
+// with no hidden retry (a retry "with a stricter format" would say that the
+// call was malformed, and would ask the model to guess another address);
+// the client gets nothing of the call, and the refusal names the
+// parameter, not the address.
+func TestToolCallToAnUnnamedDestination(t *testing.T) {
 	var n atomic.Int32
-	var second atomic.Value
 	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
+		io.Copy(io.Discard, r.Body)
+		n.Add(1)
 		w.Header().Set("Content-Type", "text/event-stream")
-		if n.Add(1) == 1 {
-			w.Write(sseBody(llamaToolStream("someone@elsewhere.example", "see you at ten")...))
-			return
-		}
-		second.Store(string(b))
-		w.Write(sseBody(llamaToolStream("bob@corp.example", "see you at ten")...))
+		w.Write(sseBody(llamaToolStream("someone@elsewhere.example", "see you at ten")...))
 	})
 	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}})
-	raw := readAllBody(t, post(t, srv.URL+"/v1/chat/completions", toolRequest(true, "Email bob@corp.example that I will see him at ten.")))
-	if bytes.Contains(raw, []byte("elsewhere")) || !bytes.Contains(raw, []byte(`"repaired":["malformed_tool_call"]`)) || !bytes.Contains(raw, []byte(`"verdict":"pass"`)) {
+	raw := readAllBody(t, post(t, srv.URL+"/v1/chat/completions", toolRequest(true, "Email Bob that I will see him at ten.")))
+	if n.Load() != 1 {
+		t.Errorf("%d upstream calls, want 1 (no retry)", n.Load())
+	}
+	if bytes.Contains(raw, []byte("elsewhere")) || !bytes.Contains(raw, []byte("aegis_data_exfiltration")) || bytes.Contains(raw, []byte("malformed_tool_call")) {
 		t.Fatalf("client got:\n%s", raw)
 	}
-	b, _ := second.Load().(string)
-	if !strings.Contains(b, "Call only the tools declared") || !strings.Contains(b, "send only to destinations the conversation names") {
-		t.Fatalf("the retry does not restate the rule: %s", b)
+	if !bytes.Contains(raw, []byte("(`to`)")) {
+		t.Errorf("the refusal does not name the parameter:\n%s", raw)
 	}
 }
 

@@ -106,11 +106,11 @@ var fixedClock = clock.NewFake(time.Unix(0, 0))
 // runChecks runs the checks of p over text as one output, and over call
 // (when given) as a tool call the output made; the tool the call names is
 // declared with its input schema, as a chat request declares its tools.
-func (j *Judge) runChecks(p *policy.Policy, id, text string, call *validator.ToolCall, schema json.RawMessage) (validator.Verdict, error) {
+func (j *Judge) runChecks(p *policy.Policy, id, text string, call *validator.ToolCall, schema json.RawMessage, earlier []validator.Message) (validator.Verdict, error) {
 	if len(p.Checks) == 0 || (text == "" && call == nil) {
 		return validator.Verdict{Verdict: validator.Pass, Action: validator.ActionRelease, Risk: validator.RiskLow, Findings: []validator.Finding{}}, nil
 	}
-	req := &validator.Request{ID: id, Attempt: 1}
+	req := &validator.Request{ID: id, Attempt: 1, Messages: earlier}
 	if call != nil {
 		req.Tools = []validator.Tool{{Name: call.Name, Parameters: schema}}
 	}
@@ -283,6 +283,18 @@ func argumentText(args json.RawMessage) string {
 // tool declared by schema (its input schema from the listing, if seen).
 // It returns the failing verdict, or nil to let the call through.
 func (j *Judge) JudgeCall(ctx context.Context, server, id string, name string, args, schema json.RawMessage) (*validator.Verdict, error) {
+	return j.JudgeCallAfter(ctx, server, id, name, args, schema, nil)
+}
+
+// JudgeCallAfter is JudgeCall for a call that follows the session's
+// earlier calls and results (earlier: assistant messages holding the
+// calls, tool messages holding the results' text). tool_policy's flow
+// rule reads them as a chat's tool results: private data an earlier result
+// returned may not go to a destination only an earlier result named, and
+// a destination only an injected result named is refused. The proxy sees
+// no user or system prompt, so a destination nobody named is not refused
+// for that alone.
+func (j *Judge) JudgeCallAfter(ctx context.Context, server, id string, name string, args, schema json.RawMessage, earlier []validator.Message) (*validator.Verdict, error) {
 	call := validator.ToolCall{ID: id, Name: name, Arguments: string(args)}
 	if len(args) == 0 {
 		call.Arguments = "{}"
@@ -292,7 +304,7 @@ func (j *Judge) JudgeCall(ctx context.Context, server, id string, name string, a
 			return v, nil
 		}
 	}
-	v, err := j.runChecks(j.text, id, argumentText(args), &call, schema)
+	v, err := j.runChecks(j.text, id, argumentText(args), &call, schema, earlier)
 	if err != nil {
 		return nil, err
 	}

@@ -200,7 +200,7 @@ func (j *Judge) checkLeak(id, text string) (validator.Verdict, error) {
 	if j.leak == nil || text == "" {
 		return validator.Verdict{Verdict: validator.Pass}, nil
 	}
-	return j.runChecks(j.leak, id, text, nil, nil)
+	return j.runChecks(j.leak, id, text, nil, nil, nil)
 }
 
 // redact replaces the spans (byte offsets into s) with the redaction mark.

@@ -92,6 +92,44 @@ type Session struct {
 	mu sync.Mutex
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
+	// earlier are the session's calls let through and the results
+	// forwarded, for the flow rule (see Judge.JudgeCallAfter).
+	earlier      []validator.Message
+	earlierBytes int
+}
+
+// Bounds on what a session remembers for the flow rule: the latest
+// calls and results, up to these.
+const (
+	maxEarlier      = 64
+	maxEarlierBytes = 1 << 20
+)
+
+// remember records a call let through or a result forwarded.
+func (s *Session) remember(m validator.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(m.Content)
+	for _, c := range m.ToolCalls {
+		n += len(c.Arguments)
+	}
+	s.earlier = append(s.earlier, m)
+	s.earlierBytes += n
+	for len(s.earlier) > maxEarlier || s.earlierBytes > maxEarlierBytes && len(s.earlier) > 1 {
+		d := s.earlier[0]
+		s.earlierBytes -= len(d.Content)
+		for _, c := range d.ToolCalls {
+			s.earlierBytes -= len(c.Arguments)
+		}
+		s.earlier = s.earlier[1:]
+	}
+}
+
+// history returns a copy of what the session remembers.
+func (s *Session) history() []validator.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]validator.Message(nil), s.earlier...)
 }
 
 // NewSession starts the state of one client connection.
@@ -167,10 +205,13 @@ func (s *Session) judgeCall(ctx context.Context, c *call, name string, args json
 	if f, ok := s.p.hiddenTool(name); ok {
 		return failVerdict(f.Reason, validator.RiskHigh, f)
 	}
-	v, err := s.p.Judge.JudgeCall(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name))
+	v, err := s.p.Judge.JudgeCallAfter(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name), s.history())
 	if err != nil {
 		return failVerdict(validator.ReasonGuardUnavailable, validator.RiskMedium,
 			validator.Finding{Check: "mcp", Reason: validator.ReasonGuardUnavailable, Message: err.Error()})
+	}
+	if v == nil {
+		s.remember(validator.Message{Role: "assistant", ToolCalls: []validator.ToolCall{{ID: c.reqID, Name: name, Arguments: string(args)}}})
 	}
 	return v
 }
@@ -271,6 +312,9 @@ func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
 	}
 	jr := s.p.Judge.JudgeResult(ctx, id, c.tool, m.Result)
 	out, v, outcome := jr.Result, jr.Verdict, jr.Outcome
+	if outcome != ResultWithheld && jr.Text != "" {
+		s.remember(validator.Message{Role: "tool", ToolCallID: c.reqID, Content: jr.Text})
+	}
 	text := ""
 	if s.p.Judge.LogText() { // the text the findings' offsets point into
 		text = jr.Text

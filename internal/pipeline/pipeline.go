@@ -25,6 +25,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/constraints"
 	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -304,10 +305,16 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 	if a.failed && !a.complete {
 		return
 	}
+	from := len(a.toolFinds)
 	for _, t := range a.toolChks {
 		a.toolFinds = append(a.toolFinds, t.CheckToolCall(c)...)
 	}
 	a.toolFinds = append(a.toolFinds, a.readArguments(c)...)
+	// What a check says about a call goes into error messages, incidents,
+	// events and logs: none of the call's bytes may go with it.
+	for i := from; i < len(a.toolFinds); i++ {
+		a.toolFinds[i].Message = toolcalls.Scrub(a.toolFinds[i].Message, c.Arguments)
+	}
 	if !a.failed {
 		a.checkFailed()
 	}

@@ -190,6 +190,7 @@ func DefaultRules() map[validator.Reason]Rule {
 		validator.ReasonSecretLeak:        r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonUnsafeContent:     r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonPromptInjection:   r(validator.ActionBlock, validator.RiskHigh, 0),
+		validator.ReasonDataExfiltration:  r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonUpstreamError:     r(validator.ActionHalt, validator.RiskMedium, 0),
 		// The guard fails open by default: its absence is a note, not a failure.
 		validator.ReasonGuardUnavailable: r(validator.ActionRelease, validator.RiskLow, 0),

@@ -21,18 +21,22 @@ type Reason string
 
 // The reason codes. An empty Reason means "no failure" and is encoded as JSON null.
 const (
-	ReasonNone              Reason = ""
-	ReasonInvalidJSON       Reason = "invalid_json"
-	ReasonSchemaViolation   Reason = "schema_violation"
-	ReasonRegexMismatch     Reason = "regex_mismatch"
-	ReasonRepetitionLoop    Reason = "repetition_loop"
-	ReasonStall             Reason = "stall"
-	ReasonLengthExceeded    Reason = "length_exceeded"
-	ReasonBannedContent     Reason = "banned_content"
-	ReasonSystemPromptLeak  Reason = "system_prompt_leak"
-	ReasonSecretLeak        Reason = "secret_leak"
-	ReasonInstructionDrift  Reason = "instruction_drift"
-	ReasonPromptInjection   Reason = "prompt_injection"
+	ReasonNone             Reason = ""
+	ReasonInvalidJSON      Reason = "invalid_json"
+	ReasonSchemaViolation  Reason = "schema_violation"
+	ReasonRegexMismatch    Reason = "regex_mismatch"
+	ReasonRepetitionLoop   Reason = "repetition_loop"
+	ReasonStall            Reason = "stall"
+	ReasonLengthExceeded   Reason = "length_exceeded"
+	ReasonBannedContent    Reason = "banned_content"
+	ReasonSystemPromptLeak Reason = "system_prompt_leak"
+	ReasonSecretLeak       Reason = "secret_leak"
+	ReasonInstructionDrift Reason = "instruction_drift"
+	ReasonPromptInjection  Reason = "prompt_injection"
+	// ReasonDataExfiltration: a tool call sends private data (the system
+	// prompt, a tool's result) to a destination nobody trustworthy named,
+	// with no injection involved (prompt_injection when one chose it).
+	ReasonDataExfiltration  Reason = "data_exfiltration"
 	ReasonUnsafeContent     Reason = "unsafe_content"
 	ReasonMalformedToolCall Reason = "malformed_tool_call"
 	ReasonUpstreamError     Reason = "upstream_error"
@@ -43,8 +47,8 @@ const (
 var Reasons = []Reason{
 	ReasonInvalidJSON, ReasonSchemaViolation, ReasonRegexMismatch, ReasonRepetitionLoop,
 	ReasonStall, ReasonLengthExceeded, ReasonBannedContent, ReasonSystemPromptLeak,
-	ReasonSecretLeak, ReasonInstructionDrift, ReasonPromptInjection, ReasonUnsafeContent,
-	ReasonMalformedToolCall, ReasonUpstreamError, ReasonGuardUnavailable,
+	ReasonSecretLeak, ReasonInstructionDrift, ReasonPromptInjection, ReasonDataExfiltration,
+	ReasonUnsafeContent, ReasonMalformedToolCall, ReasonUpstreamError, ReasonGuardUnavailable,
 }
 
 func (r Reason) String() string { return string(r) }

@@ -61,6 +61,35 @@ func invisible(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
+// FoldRune maps one rune the way matching copies of text needs it: a
+// look-alike letter from another script to its Latin letter, a full-width
+// form or a Unicode tag character to its ASCII one, any letter to lower case, and an invisible
+// character (zero-width, bidi control, variation selector) to -1 so
+// that the caller drops it. Unlike Normalize it keeps digits as digits:
+// a secret's "0" must not become "o".
+func FoldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}
+	if r >= 0xFF01 && r <= 0xFF5E { // full-width ASCII
+		return FoldRune(r - 0xFEE0)
+	}
+	if r >= 0xE0020 && r <= 0xE007E { // a tag character smuggles ASCII
+		return FoldRune(r - 0xE0000)
+	}
+	if r >= 0xE0000 && r <= 0xE007F || invisible(r) {
+		return -1
+	}
+	l := unicode.ToLower(r)
+	if c, ok := confusable[l]; ok {
+		return c
+	}
+	return l
+}
+
 // Normalize returns the folded form of s: NFKC, invisible characters
 // removed, Unicode tag characters decoded to the ASCII they smuggle,
 // lower case, diacritics removed, look-alike letters mapped to Latin in

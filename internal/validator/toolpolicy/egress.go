@@ -243,75 +243,6 @@ func isIndex(s string) bool {
 	return s != ""
 }
 
-// result is one tool result of the conversation.
-type result struct {
-	index  int // message index
-	tool   string
-	callID string
-	text   string // lower-cased
-	why    string // why it was flagged ("" when it was not)
-}
-
-// trust is what the conversation names, in lower case.
-type trust struct {
-	named   []string // user, system and developer messages, tool declarations
-	clean   []result // tool results not flagged
-	flagged []result
-}
-
-func (v *Validator) buildTrust() *trust {
-	t := &trust{}
-	var user strings.Builder
-	for _, m := range v.req.Messages {
-		if m.Role == "user" {
-			user.WriteString(m.Content)
-			user.WriteByte('\n')
-		}
-	}
-	for i, m := range v.req.Messages {
-		switch m.Role {
-		case "user", "system", "developer":
-			t.named = append(t.named, strings.ToLower(m.Content))
-		case "tool", "function":
-			r := result{index: i, tool: v.req.ToolName(i), callID: m.ToolCallID, text: strings.ToLower(m.Content)}
-			if v.screen != nil {
-				if bad, why := v.screen(m.Content, user.String()); bad {
-					r.why = why
-					t.flagged = append(t.flagged, r)
-					continue
-				}
-			}
-			t.clean = append(t.clean, r)
-		}
-	}
-	for _, tool := range v.req.Tools {
-		t.named = append(t.named, strings.ToLower(tool.Name+"\n"+tool.Description+"\n"+string(tool.Parameters)))
-	}
-	return t
-}
-
-// mentions reports whether text names d: the value itself, or for a host
-// a parent domain of at least two labels.
-func mentions(text string, d destination) bool {
-	if strings.Contains(text, d.value) {
-		return true
-	}
-	if !d.host {
-		return false
-	}
-	h := d.value
-	for {
-		i := strings.IndexByte(h, '.')
-		if i < 0 || strings.Count(h[i+1:], ".") < 1 {
-			return false
-		}
-		h = h[i+1:]
-		if strings.Contains(text, h) {
-			return true
-		}
-	}
-}
-
 // allowed reports whether the allow list covers d: the value, or its
 // domain (an address's, a host's parent).
 func allowed(list []string, d destination) bool {
@@ -335,74 +266,22 @@ func allowed(list []string, d destination) bool {
 	return false
 }
 
-func (v *Validator) checkEgress(call validator.ToolCall, base string) []validator.Finding {
-	ds := destinations(call.Arguments)
-	if len(ds) == 0 {
-		return nil
+// urlHost returns a URL's host in lower case, or "".
+func urlHost(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
 	}
-	if v.trust == nil {
-		v.trust = v.buildTrust()
-	}
-	t := v.trust
-	var out []validator.Finding
-	for _, d := range ds {
-		if allowed(v.cfg.Egress.Allow, d) {
-			continue
-		}
-		named := false
-		for _, s := range t.named {
-			if mentions(s, d) {
-				named = true
-				break
-			}
-		}
-		if named {
-			continue
-		}
-		f := validator.Finding{Check: Name, Path: base + "/arguments/" + d.path, Start: d.start, End: d.end}
-		var from *result
-		for i := range t.flagged {
-			if mentions(t.flagged[i].text, d) {
-				from = &t.flagged[i]
-				break
-			}
-		}
-		clean := false
-		for _, r := range t.clean {
-			if mentions(r.text, d) {
-				clean = true
-				break
-			}
-		}
-		switch {
-		case from != nil:
-			f.Reason = validator.ReasonPromptInjection
-			f.Message = "call to " + quote(call.Name) + " sends to " + quote(d.value) + ", which only " + describe(*from) + " named, and that result looks injected (" + from.why + ")"
-		case clean:
-			continue
-		case len(t.flagged) > 0:
-			f.Reason = validator.ReasonPromptInjection
-			f.Message = "call to " + quote(call.Name) + " sends to " + quote(d.value) + ", which nobody in the conversation named, after " + describe(t.flagged[0]) + " that looks injected (" + t.flagged[0].why + ")"
-		default:
-			f.Reason = validator.ReasonMalformedToolCall
-			f.Message = "call to " + quote(call.Name) + " sends to " + quote(d.value) + ", which the user, the system prompt, the tool declarations, the allow list and the tool results never named; send only to destinations the conversation names"
-		}
-		out = append(out, f)
-	}
-	return out
+	return strings.ToLower(p.Hostname())
 }
 
-func describe(r result) string {
-	s := "the tool result of message " + itoa(r.index)
-	if r.tool != "" {
-		s = "the result of tool " + quote(r.tool)
+// quote puts a tool name in backticks for a message (strconv.Quote when
+// it holds a backtick or a control character).
+func quote(s string) string {
+	for _, r := range s {
+		if r == '`' || r < ' ' || r == 0x7f {
+			return strconv.Quote(s)
+		}
 	}
-	if r.callID != "" {
-		s += " (call " + r.callID + ")"
-	}
-	return s
+	return "`" + s + "`"
 }
-
-func quote(s string) string { return strconv.Quote(s) }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -102,17 +102,10 @@ func (v *Validator) checkShell(call validator.ToolCall, base string) []validator
 			}
 			out = append(out, validator.Finding{
 				Check: Name, Reason: validator.ReasonUnsafeContent, Start: m[0], End: m[1], Path: path,
-				Message: "call to " + quote(call.Name) + " runs a destructive or remote-code command (" + r.what + "): " + quote(clip(val.Text[m[0]:m[1]])),
+				Message: "call to " + quote(call.Name) + " runs a destructive or remote-code command (" + r.what + ") in " + paramName(val.Path),
 			})
 			break
 		}
 	}
 	return out
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:77] + "..."
-	}
-	return s
 }

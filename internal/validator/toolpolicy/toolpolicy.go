@@ -4,14 +4,19 @@
 // messages and the declared tools, and two built-in rules that need no
 // configuration for tools whose names and schemas say what they are:
 //
-//   - egress: a tool that sends something out (mail, messages, HTTP,
-//     transfers, uploads) may only send to an address, URL host or account
-//     that the user, the system prompt, a tool's declaration or the
-//     allow-list named, or that a tool result which was not itself flagged
-//     as injected named. An address only a flagged result named, or any
-//     unnamed one while a flagged result is in the conversation, is
-//     prompt_injection; an unnamed one otherwise is a policy violation the
-//     model is asked to correct.
+//   - flow (the egress rule): every argument value of a call that sends
+//     something out (mail, messages, HTTP, transfers, uploads, a network
+//     command in a shell) is traced to where its bytes came from (package
+//     provenance). Private data (the system prompt, tool results) going
+//     to a destination an untrusted source chose (a tool result, a tool's
+//     declaration) or nobody named is data_exfiltration; a destination
+//     only an injected result named is prompt_injection whatever the call
+//     carries; a send to a destination nobody named is data_exfiltration
+//     too. The user's destinations, the system prompt's, the allow list's,
+//     the company's own domain and the sender of an e-mail the user asked
+//     to answer are trusted; a read (a GET) that carries nothing private
+//     passes. A markdown image in the answer is judged like a call: its
+//     URL is fetched when the answer is rendered.
 //   - shell: a tool that runs commands may not run destructive or
 //     remote-code commands (rm -rf /, mkfs, dd to a device, fork bombs,
 //     curl | sh, reverse shells, boot-loader changes): unsafe_content.
@@ -96,12 +101,20 @@ malformed_tool_call by default: the model is asked again with the rule restated)
 
 egress: tools that send something out are recognised by name (send_email,
 post_message, http_request, transfer_money, upload_file, ...) and schema (a to,
-recipient, url, iban or account parameter). Every destination in the arguments
-(e-mail addresses, URL hosts, IBANs, the values of recipient-like parameters) must
-be named by the user, the system prompt, a tool declaration, the allow list, or a
-tool result that was not flagged as injected. A destination only a flagged result
-named, or any unnamed one while a flagged result is in the conversation, fails with
-prompt_injection; an unnamed one otherwise fails with malformed_tool_call.
+recipient, url, iban or account parameter); network commands (dig, curl, ssh, ...)
+in a shell tool count too. Each destination (e-mail addresses, URL hosts, IBANs,
+the values of recipient-like parameters) is trusted when the user, the system
+prompt or the allow list named it, when it is at a domain the user or the system
+prompt named, or when it is the sender of an e-mail the user asked to answer. Every
+argument value is traced, after folding case, spacing, zero-width and look-alike
+characters and decoding URL escapes, base64, hex and ROT13, to the system prompt
+and the tool results it copies, across the calls of the turn and the earlier
+turns. Private data to an untrusted destination fails with data_exfiltration, or
+prompt_injection when an injected tool result named the destination (which fails
+whatever the call carries); a send (not a GET) to a destination nobody named fails
+with data_exfiltration. A markdown image in the answer whose URL carries private
+data to an untrusted host fails the same way. Messages name the parameter, the
+byte count and the source, never a value.
 
 shell: tools that run commands (bash, shell, run_command, execute, terminal, or a
 command/cmd/script parameter) may not run destructive or remote-code commands:
@@ -118,7 +131,7 @@ func Register(r *validator.Registry, screen Screen) {
 		Name:    Name,
 		Summary: "tool allow/deny lists, CEL argument rules, and the built-in egress and shell rules",
 		Doc:     doc,
-		Reasons: []validator.Reason{validator.ReasonMalformedToolCall, validator.ReasonPromptInjection, validator.ReasonUnsafeContent},
+		Reasons: []validator.Reason{validator.ReasonMalformedToolCall, validator.ReasonDataExfiltration, validator.ReasonPromptInjection, validator.ReasonUnsafeContent},
 		Example: `deny: [delete_repository]
 rules:
   send_email:
@@ -153,7 +166,8 @@ type Validator struct {
 	rules  map[string][]compiled
 	n      int
 
-	trust *trust // built on the first egress call
+	flow flowState // the flow rule's index and what earlier calls sent
+	img  image     // the answer's markdown image in progress
 	// kinds remembers, by tool name, whether the built-in shell and
 	// egress rules apply: deciding reads the tool's declared schema.
 	kinds map[string]toolKind
@@ -208,17 +222,35 @@ func New(cfg *Config, req *validator.Request, screen Screen) (*Validator, error)
 // Name implements validator.Validator.
 func (v *Validator) Name() string { return Name }
 
-// Write implements validator.Validator; the text is not judged.
-func (v *Validator) Write(p []byte) (int, error) { v.n += len(p); return len(p), nil }
+// Write implements validator.Validator: the text is read for markdown
+// images, whose URLs the flow rule judges.
+func (v *Validator) Write(p []byte) (int, error) {
+	v.images(p, v.n)
+	v.n += len(p)
+	return len(p), nil
+}
 
-// Settled implements validator.Validator.
-func (v *Validator) Settled() int { return v.n }
+// Settled implements validator.Validator: everything but an image in
+// progress.
+func (v *Validator) Settled() int {
+	if v.img.state != imgNone && len(v.img.finds) == 0 {
+		return v.img.start
+	}
+	return v.n
+}
 
-// Findings implements validator.Validator; calls are judged by CheckToolCall.
-func (v *Validator) Findings() []validator.Finding { return nil }
+// Findings implements validator.Validator: the answer's images; calls
+// are judged by CheckToolCall.
+func (v *Validator) Findings() []validator.Finding { return v.img.finds }
 
-// Close implements validator.Validator.
-func (v *Validator) Close() {}
+// Close implements validator.Validator: an image whose URL reaches the
+// end of the answer is judged there.
+func (v *Validator) Close() {
+	if v.img.state == imgURL {
+		v.endImage()
+	}
+	v.img.state = imgNone
+}
 
 func contains(list []string, s string) bool {
 	for _, x := range list {
@@ -286,8 +318,8 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	if kind.shell {
 		out = append(out, v.checkShell(call, base)...)
 	}
-	if kind.egress {
-		out = append(out, v.checkEgress(call, base)...)
+	if kind.egress || kind.shell {
+		out = append(out, v.judgeFlow(call, base, true)...)
 	}
 	return out
 }
