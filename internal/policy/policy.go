@@ -143,7 +143,7 @@ type Policy struct {
 	Version string
 	// Approval configures approval by a person; the zero value has none.
 	Approval Approval
-	Release Mode
+	Release  Mode
 	// MaxHold bounds, in watermark mode, how long a background check (the
 	// guard model) may hold text it has not judged yet. Past it the text
 	// is released with a guard_unavailable finding, which the rule for
