@@ -99,7 +99,7 @@ func (k *keepAlive) stop() {
 
 // keepAliveFired sends a comment when the client got nothing for the
 // keep-alive silence while it waits on the gateway (text is held, or a
-// hidden retry is under way), and arms the timer for the next one. The
+// hidden retry is under way, tool calls wait for approval), and arms the timer for the next one. The
 // silence is measured on the gateway's clock, which times the writes: the
 // reader's clock, which stops while the reader waits for queue space,
 // would stretch it.
@@ -107,7 +107,7 @@ func (x *exchange) keepAliveFired(k *keepAlive) {
 	now := x.g.now()
 	last := x.lastWrite()
 	if now.Sub(last) >= k.every {
-		if len(x.out.text) > x.out.sent || x.tally.attempts > 1 {
+		if len(x.out.text) > x.out.sent || x.tally.attempts > 1 || x.tally.holding {
 			x.out.comment(k.c)
 		}
 		last = now
