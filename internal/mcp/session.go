@@ -82,6 +82,7 @@ type call struct {
 	reqID        string // the events' request id (tools/call only)
 	start        time.Time
 	deadline     time.Time
+	held         bool // waiting for the client's approval (elicit.go)
 }
 
 // Session is the judging state of one client connection (a stdio pipe, or
@@ -92,6 +93,13 @@ type Session struct {
 	mu sync.Mutex
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
+	// held are the calls waiting for the client's approval, by the id of
+	// Aegis's elicitation request; canElicit says the transport can send
+	// the client a request, clientElicits that the client declared the
+	// capability (elicit.go).
+	held          map[string]*heldCall
+	canElicit     bool
+	clientElicits bool
 }
 
 // NewSession starts the state of one client connection.
@@ -113,6 +121,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 		}
 		return raw, nil
 	case KindResponse:
+		if up, back, ok := s.answered(m); ok {
+			return up, back
+		}
 		return raw, nil // an answer to the server's sampling, elicitation or roots request
 	}
 	key := m.IDKey()
@@ -131,6 +142,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
 	}
+	if m.Method == "initialize" {
+		s.noteCapabilities(m.Params)
+	}
 	if m.Method != "tools/call" {
 		return raw, nil
 	}
@@ -148,6 +162,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	v := s.judgeCall(ctx, c, params.Name, params.Arguments)
 	if v == nil {
 		return raw, nil
+	}
+	if ask := s.askApproval(m, c, v, params.Name, params.Arguments); ask != nil {
+		return nil, ask
 	}
 	s.forget(key)
 	v.Action = validator.ActionBlock
@@ -393,6 +410,12 @@ func (s *Session) Expire(now time.Time) (toClient, toServer [][]byte) {
 	s.mu.Unlock()
 	for i, k := range keys {
 		c := calls[i]
+		if c.held { // the server never saw it: nobody approved it in time
+			toClient = append(toClient, ErrorResponse(json.RawMessage(k), CodeRefused,
+				fmt.Sprintf("aegis: nobody approved the call to tool %q within %s (call_timeout): refused", c.tool, s.p.Judge.Config.CallTimeout), nil))
+			s.p.finish(c, nil, events.OutcomeBlocked, OutcomeRefused, now)
+			continue
+		}
 		toClient = append(toClient, ErrorResponse(json.RawMessage(k), CodeTimeout,
 			fmt.Sprintf("aegis: the server did not answer %s within %s (call_timeout)", c.method, s.p.Judge.Config.CallTimeout), nil))
 		toServer = append(toServer, Notification("notifications/cancelled", map[string]any{
