@@ -252,3 +252,41 @@ func TestApprovalBinding(t *testing.T) {
 		t.Fatalf("status %d, body %s", resp.StatusCode, body)
 	}
 }
+
+// TestApprovalNobodyToAsk: a policy that asks for approval on a gateway
+// without an approval queue refuses the call at once.
+func TestApprovalNobodyToAsk(t *testing.T) {
+	up := fakeUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(sseBody(toolChunk(0, "call_1", "send_email", mailArgs), toolFinish))
+	})
+	pol := withCheck(mustPolicy(t, "approval: {timeout: 10m}\n"), "flow_test", func(*validator.Request) validator.Validator { return flowCheck{} })
+	srv := start(t, &Gateway{Upstreams: []*upstream.Upstream{up}, Policy: pol})
+	resp := post(t, srv.URL+"/v1/chat/completions", strings.Replace(mailReq, "%s", "false", 1))
+	body := string(readAllBody(t, resp))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "no one can approve tool calls on this gateway") || strings.Contains(body, secretArg) {
+		t.Fatalf("status %d, body %s", resp.StatusCode, body)
+	}
+}
+
+// TestApprovalClientLeaves: a client that goes away while its call is
+// held takes the call out of the queue; the record says cancelled.
+func TestApprovalClientLeaves(t *testing.T) {
+	rig := newApprovalRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", rig.url+"/v1/chat/completions", strings.NewReader(strings.Replace(mailReq, "%s", "true", 1)))
+	req.Header.Set("Content-Type", "application/json")
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	rec := rig.held(t)
+	cancel()
+	if s := rig.stages(t, 2); strings.Join(s, ",") != "proposed,cancelled" {
+		t.Errorf("stages = %v", s)
+	}
+	if _, ok := rig.q.Get(rec.ID); ok {
+		t.Error("the call stayed held after its client left")
+	}
+}
