@@ -207,7 +207,7 @@ func DefaultRules() map[validator.Reason]Rule {
 	r := func(a validator.Action, risk validator.Risk, retries int) Rule {
 		return Rule{Action: a, Risk: risk, MaxRetries: retries}
 	}
-	return map[validator.Reason]Rule{
+	rules := map[validator.Reason]Rule{
 		validator.ReasonInvalidJSON:       r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
 		validator.ReasonSchemaViolation:   r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
 		validator.ReasonMalformedToolCall: r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
@@ -222,12 +222,13 @@ func DefaultRules() map[validator.Reason]Rule {
 		validator.ReasonUnsafeContent:     r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonPromptInjection:   r(validator.ActionBlock, validator.RiskHigh, 0),
 		validator.ReasonUpstreamError:     r(validator.ActionHalt, validator.RiskMedium, 0),
-		// Private data to a destination nobody trusted named: a person
-		// decides when one is configured, else it is refused (see Rule).
-		reasonDataExfiltration: r(validator.ActionApprove, validator.RiskHigh, 0),
 		// The guard fails open by default: its absence is a note, not a failure.
 		validator.ReasonGuardUnavailable: r(validator.ActionRelease, validator.RiskLow, 0),
 	}
+	// Private data to a destination nobody trusted named: a person
+	// decides when one is configured, else it is refused (see Rule).
+	rules[reasonDataExfiltration] = r(validator.ActionApprove, validator.RiskHigh, 0)
+	return rules
 }
 
 // Default returns the default policy over validator.Default.
