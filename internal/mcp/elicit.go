@@ -23,6 +23,16 @@ import (
 // elicitPrefix starts the ids of Aegis's own requests to the client.
 const elicitPrefix = `"aegis-approval-`
 
+// elicitState is a session's approvals: the calls waiting for the
+// client's approval, by the id of Aegis's elicitation request; canElicit
+// says the transport can send the client a request, clientElicits that
+// the client declared the capability.
+type elicitState struct {
+	held          map[string]*heldCall
+	canElicit     bool
+	clientElicits bool
+}
+
 // heldCall is a tools/call waiting for the client's answer.
 type heldCall struct {
 	key  string // the call's id

@@ -91,15 +91,9 @@ type call struct {
 type Session struct {
 	p  *Proxy
 	mu sync.Mutex
+	elicitState // calls held for the client's approval (elicit.go), under mu
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
-	// held are the calls waiting for the client's approval, by the id of
-	// Aegis's elicitation request; canElicit says the transport can send
-	// the client a request, clientElicits that the client declared the
-	// capability (elicit.go).
-	held          map[string]*heldCall
-	canElicit     bool
-	clientElicits bool
 }
 
 // NewSession starts the state of one client connection.
