@@ -89,8 +89,8 @@ type call struct {
 // one Mcp-Session-Id): the client's requests in flight, by id. It is safe
 // for concurrent use.
 type Session struct {
-	p  *Proxy
-	mu sync.Mutex
+	p           *Proxy
+	mu          sync.Mutex
 	elicitState // calls held for the client's approval (elicit.go), under mu
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
