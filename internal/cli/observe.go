@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/approval"
 	"github.com/aegis-sentinel/aegis/internal/auth"
 	"github.com/aegis-sentinel/aegis/internal/dashboard"
 	"github.com/aegis-sentinel/aegis/internal/events"
@@ -46,6 +47,8 @@ type observability struct {
 	Metrics   *metrics.Collector
 	Dashboard *dashboard.Dashboard
 	Incidents store.Log
+	// Approvals holds the tool calls waiting for a person, across reloads.
+	Approvals *approval.Queue
 	// metricsHandler, when set, serves /metrics instead of the
 	// collector's own handler (serve_fleet.go adds a gateway label).
 	metricsHandler http.Handler
@@ -73,13 +76,14 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 	if err != nil {
 		return nil, fmt.Errorf("incident log: %w", err)
 	}
-	o := &observability{Bus: &events.Bus{}, Incidents: st}
+	o := &observability{Bus: &events.Bus{}, Incidents: st, Approvals: &approval.Queue{}}
 	o.Metrics = metrics.New(o.Bus)
 	if pg, ok := st.(*store.Postgres); ok {
 		registerIncidentBuffer(o.Metrics.Registry(), pg)
 	}
 	o.Dashboard = dashboard.New(o.Bus, st)
 	o.Dashboard.Gateway = ic.gateway
+	o.Dashboard.Approvals = o.Approvals
 	rec := store.NewRecorder(st, o.Bus)
 	rec.Logger = log
 	rec.OnAdd = o.Dashboard.IncidentAdded
@@ -99,9 +103,9 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 	return o, nil
 }
 
-// Handler serves /metrics and /ui beside api, which gets everything else.
-// With a token set, /metrics and every dashboard page and feed require it
-// too (a bearer header, or the dashboard's sign-in cookie).
+// Handler serves /metrics, /ui and the approvals API beside api, which
+// gets everything else. With a token set, /metrics, the approvals API and
+// every dashboard page and feed require it too (a bearer header, or the dashboard's sign-in cookie).
 func (o *observability) Handler(api http.Handler, token string) http.Handler {
 	gate := &auth.Gate{Token: token}
 	mux := http.NewServeMux()
@@ -112,6 +116,9 @@ func (o *observability) Handler(api http.Handler, token string) http.Handler {
 	mux.Handle("GET /metrics", gate.Protect(metricsHandler))
 	mux.Handle("/ui", gate.Protect(o.Dashboard))
 	mux.Handle("/ui/", gate.Protect(o.Dashboard))
+	approvals := gate.Protect(approval.Handler(o.Approvals))
+	mux.Handle(approval.Path, approvals)
+	mux.Handle(approval.Path+"/", approvals)
 	mux.Handle("/", api)
 	return mux
 }

@@ -338,6 +338,9 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath strin
 	}
 	live := &liveGateway{}
 	live.cur.Store(g)
+	// A decision taken after a reload denies the call it names: the
+	// policy that held it no longer applies.
+	obs.Approvals.PolicyVersion = func() string { return live.cur.Load().Policy.Version }
 
 	ln, err := net.Listen("tcp", listenAt)
 	if err != nil {
@@ -415,7 +418,7 @@ func (b *gatewayBuilder) build(ctx context.Context, cfg *serveConfig, pol *polic
 	}
 	g := &gateway.Gateway{KeepAlive: keepAlive, MaxBodyBytes: cfg.MaxBodyBytes, ErrorLog: b.errLog, Events: b.obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
-		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token}
+		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token, Approvals: b.obs.Approvals}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	known := map[string]*upstream.Upstream{}

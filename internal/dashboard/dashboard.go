@@ -17,6 +17,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"github.com/aegis-sentinel/aegis/internal/approval"
 	"io/fs"
 	"net"
 	"net/http"
@@ -53,6 +54,9 @@ const (
 
 // Dashboard is an http.Handler for /ui and everything under it.
 type Dashboard struct {
+	// Approvals, when set, are the tool calls held for a person: the page
+	// lists them and approves or denies them.
+	Approvals *approval.Queue
 	// Heartbeat is how often an idle event stream sends a comment line;
 	// zero means 15 s.
 	Heartbeat time.Duration
@@ -149,6 +153,9 @@ func New(bus *events.Bus, incidents Incidents) *Dashboard {
 	d.mux.HandleFunc("GET /ui/api/incidents", d.serveIncidents)
 	d.mux.HandleFunc("GET /ui/api/fleet", d.serveFleet)
 	d.mux.HandleFunc("GET /ui/api/config", d.serveConfig)
+	d.mux.HandleFunc("GET /ui/api/approvals", d.serveApprovals)
+	d.mux.HandleFunc("POST /ui/api/approvals/{id}/approve", d.serveDecision(true))
+	d.mux.HandleFunc("POST /ui/api/approvals/{id}/deny", d.serveDecision(false))
 	d.mux.Handle("GET /ui/", staticFiles(files))
 	return d
 }

@@ -28,6 +28,7 @@ const (
 	RequestFinished             // the response to the client is complete
 	GuardStatus                 // a guard server or device changed state
 	Flag                        // a finding was recorded and what it was about let through (an MCP tool under "warn")
+	Approval                    // a held tool call was proposed to a person, decided on, or released (Event.Approval)
 )
 
 func (k Kind) String() string {
@@ -48,6 +49,8 @@ func (k Kind) String() string {
 		return "guard_status"
 	case Flag:
 		return "flag"
+	case Approval:
+		return "approval"
 	}
 	return "unknown"
 }
@@ -58,7 +61,7 @@ func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 // UnmarshalText decodes a kind name, so events read back from JSON (the
 // fleet's event subjects) keep their kind.
 func (k *Kind) UnmarshalText(b []byte) error {
-	for c := RequestStarted; c <= Flag; c++ {
+	for c := RequestStarted; c <= Approval; c++ {
 		if c.String() == string(b) {
 			*k = c
 			return nil
@@ -105,6 +108,9 @@ type Event struct {
 	// logging outputs; empty otherwise.
 	Text string `json:"text,omitempty"`
 
+	// Approval is the held call's approval record (Approval events).
+	Approval *ApprovalRecord `json:"approval,omitempty"`
+
 	// Guard fields (GuardStatus and guard verdicts): device and state.
 	GuardDevice string `json:"guard_device,omitempty"`
 	GuardState  string `json:"guard_state,omitempty"`
@@ -128,6 +134,41 @@ const (
 	ToolRefused  = "refused"
 	ToolDropped  = "dropped"
 )
+
+// ApprovalRecord is a tool call held for a person's decision, as the
+// approvals API shows it and Approval events carry it: the tools, the
+// argument paths and the rule that asked, never an argument's value.
+type ApprovalRecord struct {
+	ID        string    `json:"id"`
+	RequestID string    `json:"request_id"`
+	Time      time.Time `json:"time"`
+	// Deadline is when the call is denied unless someone decides.
+	Deadline time.Time `json:"deadline"`
+	// Stage is where the approval is: proposed, approved, denied,
+	// expired, cancelled (the client left) or released.
+	Stage string         `json:"stage"`
+	Calls []ApprovalCall `json:"calls"`
+	// Reason is the reason code of the verdict that asked.
+	Reason string `json:"reason"`
+	// Rule is what the rule that asked said: the findings' messages,
+	// which name paths, byte counts and sources, never values.
+	Rule string `json:"rule"`
+	// ArgsHash is the SHA-256 of the held calls' names and canonical
+	// arguments; PolicyVersion the version of the policy that asked. A
+	// decision must name both.
+	ArgsHash      string `json:"args_hash"`
+	PolicyVersion string `json:"policy_version"`
+	// By says who decided (approved and denied stages).
+	By string `json:"by,omitempty"`
+}
+
+// ApprovalCall is one held tool call: its name and the paths of its
+// arguments.
+type ApprovalCall struct {
+	Index int      `json:"index"`
+	Tool  string   `json:"tool"`
+	Paths []string `json:"paths"`
+}
 
 // Bus fans events out to subscribers. The zero value is ready to use. A
 // nil *Bus discards everything, so callers need no nil checks.

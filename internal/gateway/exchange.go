@@ -66,6 +66,7 @@ type tally struct {
 	repairedFor  []validator.Reason // what the repairs mended, in order, once each
 	optimistic   bool               // the attempt's checks release optimistically
 	capped       bool               // the response passed MaxResponseBytes
+	holding      bool               // tool calls wait for a person's approval
 
 	// notes are findings the gateway adds to the verdict without changing
 	// it (invalid UTF-8 it replaced); utf8Noted says that one was added.

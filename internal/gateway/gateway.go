@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/approval"
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/events"
 	"github.com/aegis-sentinel/aegis/internal/pipeline"
@@ -85,6 +86,11 @@ type Gateway struct {
 	// prompt-injection classifier). A failing verdict with action block
 	// answers 403 without calling the upstream. Nil means no input check.
 	InputCheck func(ctx context.Context, req *validator.Request) *validator.Verdict
+
+	// Approvals holds the tool calls the policy sends to a person (action:
+	// approve) until someone decides. Nil means nobody can: such calls
+	// are refused.
+	Approvals *approval.Queue
 
 	// Events receives the request lifecycle. Nil means none.
 	Events *events.Bus

@@ -99,7 +99,7 @@ func (k *keepAlive) stop() {
 
 // keepAliveFired sends a comment when the client got nothing for the
 // keep-alive silence while it waits on the gateway (text is held, or a
-// hidden retry is under way), and arms the timer for the next one. The
+// hidden retry is under way, tool calls wait for approval), and arms the timer for the next one. The
 // silence is measured on the gateway's clock, which times the writes: the
 // reader's clock, which stops while the reader waits for queue space,
 // would stretch it.
@@ -120,7 +120,7 @@ func (x *exchange) keepAliveFired(k *keepAlive) {
 // reasoning held back, tool calls held for their verdict, or a hidden
 // retry under way.
 func (x *exchange) holds() bool {
-	return len(x.out.text) > x.out.sent || len(x.cur.heldTool) > 0 || x.tally.attempts > 1
+	return len(x.out.text) > x.out.sent || len(x.cur.heldTool) > 0 || x.tally.attempts > 1 || x.tally.holding
 }
 
 // comment writes a keep-alive comment, and the stream's header first when

@@ -67,6 +67,7 @@ type loopState struct {
 	taken     int       // payloads taken from the upstream's reader
 	ended     bool      // the upstream ended its answer
 	keepAlive time.Time // when the keep-alive timer fires; zero: none armed
+	approval  string    // the approval the held tool calls wait for; "": none
 }
 
 // wait handles the next thing that happens and returns the attempt's

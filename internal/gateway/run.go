@@ -40,6 +40,10 @@ func (x *exchange) run() {
 		ev.Verdict, ev.Text = &v, x.eventText()
 		ev.ToolCalls = x.toolOutcomes(v)
 		x.publish(ev)
+		if x.approvable(v) {
+			x.awaitApproval(v)
+			return
+		}
 		if !x.retryable(v) {
 			x.halt(v)
 			return

@@ -82,14 +82,16 @@ type call struct {
 	reqID        string // the events' request id (tools/call only)
 	start        time.Time
 	deadline     time.Time
+	held         bool // waiting for the client's approval (elicit.go)
 }
 
 // Session is the judging state of one client connection (a stdio pipe, or
 // one Mcp-Session-Id): the client's requests in flight, by id. It is safe
 // for concurrent use.
 type Session struct {
-	p  *Proxy
-	mu sync.Mutex
+	p           *Proxy
+	mu          sync.Mutex
+	elicitState // calls held for the client's approval (elicit.go), under mu
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
 	// earlier are the session's calls let through and the results
@@ -151,6 +153,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 		}
 		return raw, nil
 	case KindResponse:
+		if up, back, ok := s.answered(m); ok {
+			return up, back
+		}
 		return raw, nil // an answer to the server's sampling, elicitation or roots request
 	}
 	key := m.IDKey()
@@ -169,6 +174,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
 	}
+	if m.Method == "initialize" {
+		s.noteCapabilities(m.Params)
+	}
 	if m.Method != "tools/call" {
 		return raw, nil
 	}
@@ -186,6 +194,9 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	v := s.judgeCall(ctx, c, params.Name, params.Arguments)
 	if v == nil {
 		return raw, nil
+	}
+	if ask := s.askApproval(m, c, v, params.Name, params.Arguments); ask != nil {
+		return nil, ask
 	}
 	s.forget(key)
 	v.Action = validator.ActionBlock
@@ -437,6 +448,12 @@ func (s *Session) Expire(now time.Time) (toClient, toServer [][]byte) {
 	s.mu.Unlock()
 	for i, k := range keys {
 		c := calls[i]
+		if c.held { // the server never saw it: nobody approved it in time
+			toClient = append(toClient, ErrorResponse(json.RawMessage(k), CodeRefused,
+				fmt.Sprintf("aegis: nobody approved the call to tool %q within %s (call_timeout): refused", c.tool, s.p.Judge.Config.CallTimeout), nil))
+			s.p.finish(c, nil, events.OutcomeBlocked, OutcomeRefused, now)
+			continue
+		}
 		toClient = append(toClient, ErrorResponse(json.RawMessage(k), CodeTimeout,
 			fmt.Sprintf("aegis: the server did not answer %s within %s (call_timeout)", c.method, s.p.Judge.Config.CallTimeout), nil))
 		toServer = append(toServer, Notification("notifications/cancelled", map[string]any{

@@ -83,6 +83,7 @@ type Conn struct {
 func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn) error {
 	sin, sout := conn.In, conn.Out
 	sess := p.NewSession()
+	sess.canElicit = true // the client's pipe carries Aegis's own requests too
 	client := &lockedWriter{w: out}
 	server := &lockedWriter{w: sin}
 	limit := p.Judge.Config.MaxMessageBytes

@@ -11,7 +11,8 @@ import (
 // with max_retries 2 the third failed attempt halts.
 //
 // Findings without a reason are notes. The worst finding is the one whose
-// reason has the highest risk; among equals, the first in the slice. A
+// reason has the highest risk; among equals, the first in the slice, but
+// one whose rule refuses before one whose rule asks for approval. A
 // finding's Hint (fix_syntax for a mechanically repairable JSON error)
 // replaces a retry action, never a halt or block. When every finding maps
 // to the release action (the guard failing open), the verdict is pass and
@@ -29,7 +30,10 @@ func (p *Policy) Decide(findings []validator.Finding, attempt int) validator.Ver
 		if r.Action == validator.ActionRelease {
 			continue
 		}
-		if best < 0 || r.Risk > bestRule.Risk {
+		// Among equal risks a refusal wins over asking a person: an
+		// approval must not release what another rule halts.
+		if best < 0 || r.Risk > bestRule.Risk ||
+			r.Risk == bestRule.Risk && bestRule.Action == validator.ActionApprove && r.Action != validator.ActionApprove {
 			best, bestRule = i, r
 		}
 	}

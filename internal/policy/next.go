@@ -15,6 +15,7 @@ const (
 	FixSyntax             // repair the JSON locally, without a round trip (else Retry)
 	Probe                 // a stall: retry once, on this upstream if it is healthy, else on a fallback
 	Halt                  // answer with the verdict's error
+	Approve               // hold the tool calls until a person decides
 )
 
 func (m Move) String() string {
@@ -29,6 +30,8 @@ func (m Move) String() string {
 		return "probe"
 	case Halt:
 		return "halt"
+	case Approve:
+		return "approve"
 	}
 	return fmt.Sprintf("move(%d)", int(m))
 }
@@ -68,10 +71,18 @@ type SoFar struct {
 //     max_tokens cut short, or after the client saw text a check rejected
 //     (optimistic release): no repair can hide it.
 //   - A first stall probes the upstream; a second halts.
+//   - An approve verdict holds the attempt's tool calls for a person; one
+//     with no tool call (or after an optimistic release) halts: there is
+//     nothing held to decide on.
 func (p *Policy) Next(v validator.Verdict, s SoFar) Move {
 	switch {
 	case v.Verdict == validator.Pass:
 		return Release
+	case v.Action == validator.ActionApprove:
+		if s.ToolCalls && !s.Optimistic && !s.Capped {
+			return Approve
+		}
+		return Halt
 	case !s.FixTried && !s.Sent && !s.ToolCalls && fixable(v) && p.Rule(v.Reason).Action.IsRetry():
 		return FixSyntax
 	case !v.Action.IsRetry(), s.Attempts >= s.MaxAttempts, s.Capped, s.CutShort:

@@ -15,6 +15,8 @@
 //	  stall: false
 //	actions:               # <reason code>: how to act on it
 //	  repetition_loop: {action: retry_with_correction, risk: medium, max_retries: 1}
+//	approval:              # a person may release held tool calls (action: approve)
+//	  timeout: 10m         # a call nobody decides on is denied after this
 //	guard: {...}           # kept raw for the guard; see DecodeGuard
 //	mcp: {...}             # kept raw for the MCP proxy (package mcp)
 //
@@ -24,6 +26,12 @@
 // default action table. `release: auto` buffers JSON outputs whole and
 // releases everything else at the watermark.
 //
+// A rule whose action is approve holds the tool calls of the attempt until
+// a person decides; without an approval section (nobody to ask) such a
+// rule halts instead. data_exfiltration's default rule is approve, so
+// private data sent to a destination nobody trusted named waits for a
+// person when one is configured and is refused otherwise.
+//
 // Decide turns findings into a Verdict. It is pure: the worst finding (by
 // the risk of its reason, then by position) chooses the reason and the
 // action, and an attempt beyond the reason's retry budget halts.
@@ -31,6 +39,8 @@ package policy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -127,8 +137,14 @@ type Check struct {
 // value is read-only afterwards and safe for concurrent use.
 type Policy struct {
 	// Source names where the policy came from ("default" or a file name).
-	Source  string
-	Release Mode
+	Source string
+	// Version identifies the policy's content: "default", or "sha256:"
+	// and the first 16 hex digits of the document's digest. An approval
+	// is bound to the version it was asked under.
+	Version string
+	// Approval configures approval by a person; the zero value has none.
+	Approval Approval
+	Release  Mode
 	// MaxHold bounds, in watermark mode, how long a background check (the
 	// guard model) may hold text it has not judged yet. Past it the text
 	// is released with a guard_unavailable finding, which the rule for
@@ -161,6 +177,25 @@ type Policy struct {
 	unjudged *unjudgedRule
 }
 
+// Approval configures approval by a person (the policy's approval
+// section).
+type Approval struct {
+	// Enabled: the section is present, so someone may decide on held
+	// calls (the dashboard, `aegis approvals`, the approvals API).
+	Enabled bool
+	// Timeout is how long a call waits for a decision before it is
+	// denied.
+	Timeout time.Duration
+}
+
+// DefaultApprovalTimeout is how long a held call waits when the approval
+// section sets no timeout.
+const DefaultApprovalTimeout = 5 * time.Minute
+
+// MaxApprovalTimeout bounds the approval timeout: a held call keeps a
+// client's connection and the request's memory.
+const MaxApprovalTimeout = 24 * time.Hour
+
 // DefaultChecks are the checks the default policy enables when they are
 // registered. banned and regex run only when configured (or compiled from
 // the prompt), since they have nothing to check otherwise.
@@ -176,7 +211,7 @@ func DefaultRules() map[validator.Reason]Rule {
 	r := func(a validator.Action, risk validator.Risk, retries int) Rule {
 		return Rule{Action: a, Risk: risk, MaxRetries: retries}
 	}
-	return map[validator.Reason]Rule{
+	rules := map[validator.Reason]Rule{
 		validator.ReasonInvalidJSON:       r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
 		validator.ReasonSchemaViolation:   r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
 		validator.ReasonMalformedToolCall: r(validator.ActionRetryStricterFormat, validator.RiskMedium, -1),
@@ -190,11 +225,14 @@ func DefaultRules() map[validator.Reason]Rule {
 		validator.ReasonSecretLeak:        r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonUnsafeContent:     r(validator.ActionHalt, validator.RiskHigh, 0),
 		validator.ReasonPromptInjection:   r(validator.ActionBlock, validator.RiskHigh, 0),
-		validator.ReasonDataExfiltration:  r(validator.ActionHalt, validator.RiskHigh, 0),
-		validator.ReasonUpstreamError:     r(validator.ActionHalt, validator.RiskMedium, 0),
+		// Private data to a destination nobody trusted named: a person
+		// decides when one is configured, else it is refused (see Rule).
+		validator.ReasonDataExfiltration: r(validator.ActionApprove, validator.RiskHigh, 0),
+		validator.ReasonUpstreamError:    r(validator.ActionHalt, validator.RiskMedium, 0),
 		// The guard fails open by default: its absence is a note, not a failure.
 		validator.ReasonGuardUnavailable: r(validator.ActionRelease, validator.RiskLow, 0),
 	}
+	return rules
 }
 
 // Default returns the default policy over validator.Default.
@@ -205,6 +243,7 @@ func Default() *Policy { return DefaultFor(validator.Default) }
 func DefaultFor(reg *validator.Registry) *Policy {
 	p := &Policy{
 		Source:      "default",
+		Version:     "default",
 		Release:     ModeAuto,
 		MaxRetries:  DefaultMaxRetries,
 		Constraints: true,
@@ -236,7 +275,8 @@ func contains(list []string, s string) bool {
 }
 
 // Rule returns the rule for reason, with MaxRetries resolved. An unknown
-// reason halts at high risk.
+// reason halts at high risk. An approve rule halts when the policy has no
+// approval section: there is nobody to ask.
 func (p *Policy) Rule(reason validator.Reason) Rule {
 	r, ok := p.Rules[reason]
 	if !ok {
@@ -245,7 +285,18 @@ func (p *Policy) Rule(reason validator.Reason) Rule {
 	if r.MaxRetries < 0 {
 		r.MaxRetries = p.MaxRetries
 	}
+	if r.Action == validator.ActionApprove && !p.Approval.Enabled {
+		r.Action = validator.ActionHalt
+	}
 	return r
+}
+
+// ApprovalTimeout is how long a held call waits for a person.
+func (p *Policy) ApprovalTimeout() time.Duration {
+	if p.Approval.Timeout > 0 {
+		return p.Approval.Timeout
+	}
+	return DefaultApprovalTimeout
 }
 
 // With returns a copy of p with c among its checks, in place of a check
@@ -296,6 +347,7 @@ type file struct {
 	Actions     yaml.Node `yaml:"actions"`
 	Guard       yaml.Node `yaml:"guard"`
 	MCP         yaml.Node `yaml:"mcp"`
+	Approval    yaml.Node `yaml:"approval"`
 }
 
 // Parse decodes a policy document; name is used in errors. Sections left
@@ -314,6 +366,8 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 	}
 	p := DefaultFor(reg)
 	p.Source = name
+	sum := sha256.Sum256(data)
+	p.Version = "sha256:" + hex.EncodeToString(sum[:8])
 	if f.Release.Kind != 0 {
 		m, err := ParseMode(f.Release.Value)
 		if err != nil || f.Release.Kind != yaml.ScalarNode {
@@ -351,6 +405,9 @@ func Parse(data []byte, name string, reg *validator.Registry) (*Policy, error) {
 		return nil, wrap(err)
 	}
 	if err := p.failOpenShorthands(&f.Checks, &f.Guard); err != nil {
+		return nil, wrap(err)
+	}
+	if err := p.decodeApproval(&f.Approval); err != nil {
 		return nil, wrap(err)
 	}
 	if err := p.decodeActions(&f.Actions); err != nil {
@@ -454,6 +511,9 @@ func (p *Policy) decodeActions(n *yaml.Node) error {
 			if !a.Valid() {
 				return fmt.Errorf("line %d: actions %s: unknown action %q", v.Line, k.Value, *raw.Action)
 			}
+			if a == validator.ActionApprove && !p.Approval.Enabled {
+				return fmt.Errorf("line %d: actions %s: action approve needs an approval section (approval: {timeout: 10m}) so that a person can decide", v.Line, k.Value)
+			}
 			rule.Action = a
 		}
 		if raw.Risk != nil {
@@ -475,6 +535,35 @@ func (p *Policy) decodeActions(n *yaml.Node) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// decodeApproval decodes the approval section: null or a mapping enables
+// approval, with an optional timeout.
+func (p *Policy) decodeApproval(n *yaml.Node) error {
+	if n.Kind == 0 {
+		return nil
+	}
+	p.Approval.Enabled = true
+	if isNull(n) {
+		return nil
+	}
+	var raw struct {
+		Timeout *string `yaml:"timeout"`
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: approval must be a mapping such as {timeout: 10m}", n.Line)
+	}
+	if err := DecodeStrict(n, &raw); err != nil {
+		return fmt.Errorf("approval: %w", err)
+	}
+	if raw.Timeout != nil {
+		d, err := time.ParseDuration(*raw.Timeout)
+		if err != nil || d <= 0 || d > MaxApprovalTimeout {
+			return fmt.Errorf("line %d: approval: timeout %q: want a positive duration up to %s, such as 10m", n.Line, *raw.Timeout, MaxApprovalTimeout)
+		}
+		p.Approval.Timeout = d
 	}
 	return nil
 }

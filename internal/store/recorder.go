@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
@@ -148,7 +150,7 @@ func (r *Recorder) handle(ctx context.Context, log *slog.Logger, e events.Event)
 			r.add(ctx, log, p.inc)
 		}
 		return
-	case events.Retry, events.Halt, events.Flag:
+	case events.Retry, events.Halt, events.Flag, events.Approval:
 	default:
 		return
 	}
@@ -197,7 +199,7 @@ func cmpOr[T comparable](a, b T) T {
 	return b
 }
 
-// IncidentFromEvent turns a Retry, Halt or Flag event into an incident (ID zero).
+// IncidentFromEvent turns a Retry, Halt, Flag or Approval event into an incident (ID zero).
 // The text is kept only when the event carries it, which the gateway does
 // only when the configuration allows logging outputs.
 func IncidentFromEvent(e events.Event) Incident {
@@ -218,6 +220,9 @@ func IncidentFromEvent(e events.Event) Incident {
 	}
 	if e.Kind == events.Flag {
 		inc.Kind = KindWarn
+	}
+	if e.Kind == events.Approval && e.Approval != nil {
+		return approvalIncident(inc, e.Approval)
 	}
 	if e.Kind == events.Halt {
 		inc.Kind = KindHalt
@@ -242,5 +247,33 @@ func IncidentFromEvent(e events.Event) Incident {
 			inc.Action = validator.ActionRetryWithCorrection
 		}
 	}
+	return inc
+}
+
+// KindApproval prefixes the kinds of approval incidents:
+// approval_proposed, approval_approved, approval_denied, approval_expired,
+// approval_cancelled, approval_released (one per stage of a held call).
+const KindApproval = "approval_"
+
+// approvalIncident records one stage of a held call: the tools, argument
+// paths, rule, argument hash and policy version in one finding, never an
+// argument's value.
+func approvalIncident(inc Incident, a *events.ApprovalRecord) Incident {
+	inc.Kind = Kind(KindApproval + a.Stage)
+	inc.Reason = validator.Reason(a.Reason)
+	inc.Action = validator.ActionApprove
+	inc.Risk = validator.RiskHigh
+	var calls []string
+	for _, c := range a.Calls {
+		calls = append(calls, fmt.Sprintf("%s(%s)", c.Tool, strings.Join(c.Paths, ", ")))
+	}
+	msg := fmt.Sprintf("approval %s %s: %s; arguments %s, policy %s", a.ID, a.Stage, strings.Join(calls, ", "), a.ArgsHash, a.PolicyVersion)
+	if a.By != "" {
+		msg += "; by " + a.By
+	}
+	if a.Rule != "" {
+		msg += "; rule: " + a.Rule
+	}
+	inc.Findings = []validator.Finding{{Check: "approval", Reason: inc.Reason, Path: "tool_calls", Message: msg}}
 	return inc
 }

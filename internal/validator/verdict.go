@@ -102,6 +102,9 @@ const (
 	ActionRetryWithCorrection Action = "retry_with_correction"
 	ActionHalt                Action = "halt"
 	ActionBlock               Action = "block"
+	// ActionApprove holds a tool call until a person decides; a timeout
+	// denies. Without an approver configured the policy halts instead.
+	ActionApprove Action = "approve"
 )
 
 // ActionRedact is recorded, never chosen by a policy: the MCP proxy
@@ -112,7 +115,7 @@ const ActionRedact Action = "redact"
 // Actions lists every action a policy's rules may name.
 var Actions = []Action{
 	ActionRelease, ActionRetryStricterFormat, ActionFixSyntax,
-	ActionRetryWithCorrection, ActionHalt, ActionBlock,
+	ActionRetryWithCorrection, ActionHalt, ActionBlock, ActionApprove,
 }
 
 func (a Action) String() string { return string(a) }

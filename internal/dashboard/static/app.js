@@ -76,6 +76,7 @@ function renderRow(id, r) {
 }
 
 function apply(e) {
+  if (e.kind === "approval") { loadApprovals(); return; }
   if (e.kind === "guard_status" || (e.kind === "verdict" && e.guard_device)) return;
   if (e.kind === "request_finished" && (e.route || "").startsWith("mcp ")) mcpCount(e);
   const r = row(e), d = r.d;
@@ -295,6 +296,7 @@ function connect() {
     setGuards(s.guards);
     scheduleChart();
     loadIncidents();
+    loadApprovals();
   });
   src.addEventListener("event", (m) => apply(JSON.parse(m.data)));
   src.addEventListener("totals", (m) => setTotals(JSON.parse(m.data)));
@@ -401,3 +403,48 @@ async function pollConfig() {
 }
 
 pollConfig();
+
+// ---- approvals (action: approve) ------------------------------------------
+
+async function loadApprovals() {
+  try {
+    const r = await fetch("api/approvals");
+    if (!r.ok) return;
+    const body = await r.json();
+    $("approvals-panel").hidden = !body.enabled;
+    renderApprovals(body.approvals || []);
+  } catch (_) { /* retried on the next approval event */ }
+}
+
+function renderApprovals(list) {
+  const tb = $("approvals");
+  tb.replaceChildren();
+  $("no-approvals").hidden = list.length > 0;
+  for (const a of list) {
+    const tr = el("tr");
+    tr.dataset.approvalId = a.id;
+    const calls = (a.calls || []).map((c) => c.tool + "(" + (c.paths || []).join(", ") + ")").join(", ");
+    for (const [v, cls] of [[fmtTime(a.time), ""], [shortID(a.request_id), "mono"], [calls, "calls"], [a.reason || "", ""], [a.rule || "", "rule"], [fmtTime(a.deadline), ""]]) {
+      tr.append(el("td", cls, v));
+    }
+    const td = el("td", "decide");
+    const ok = el("button", "approve", "Approve"), no = el("button", "deny", "Deny");
+    ok.addEventListener("click", () => decide(a, "approve"));
+    no.addEventListener("click", () => decide(a, "deny"));
+    td.append(ok, no);
+    tr.append(td);
+    tb.append(tr);
+  }
+}
+
+async function decide(a, what) {
+  const r = await fetch("api/approvals/" + encodeURIComponent(a.id) + "/" + what, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ args_hash: a.args_hash, policy_version: a.policy_version }),
+  });
+  if (!r.ok) {
+    const tr = document.querySelector('tr[data-approval-id="' + a.id + '"]');
+    if (tr) tr.title = (await r.json().catch(() => ({}))).error || r.statusText;
+  }
+  loadApprovals();
+}
