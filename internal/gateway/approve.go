@@ -25,7 +25,7 @@ func (x *exchange) approvable(v validator.Verdict) bool {
 // are three events.
 func (x *exchange) awaitApproval(v validator.Verdict) {
 	pol := x.g.policy()
-	calls := x.route.toolCalls(&x.cur.tools)
+	calls := x.cur.tools.calls()
 	now := x.g.now()
 	rec := events.ApprovalRecord{RequestID: x.id, Time: now, Deadline: now.Add(pol.ApprovalTimeout()),
 		Calls: approval.Describe(calls), Reason: string(v.Reason), Rule: x.ruleText(v),
@@ -84,7 +84,7 @@ func (x *exchange) decided(v validator.Verdict, rec events.ApprovalRecord, o app
 	case approval.Approved:
 		// The approval names what it approved: the calls released must
 		// be those, under the policy that asked.
-		if o.ArgsHash == approval.ArgsHash(x.route.toolCalls(&x.cur.tools)) && o.PolicyVersion == x.g.policy().Version {
+		if o.ArgsHash == approval.ArgsHash(x.cur.tools.calls()) && o.PolicyVersion == x.g.policy().Version {
 			pv := v
 			pv.Verdict, pv.Action, pv.Reason = validator.Pass, validator.ActionRelease, validator.ReasonNone
 			pv.Findings = append(append([]validator.Finding(nil), v.Findings...), validator.Finding{Check: "approval", Path: "tool_calls",
