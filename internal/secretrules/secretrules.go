@@ -1,0 +1,340 @@
+// Package secretrules knows credentials by what they are: it carries the
+// default rule set of gitleaks (config/gitleaks.toml, MIT licence, notice in
+// LICENSE.gitleaks, taken from gitleaks v8.30.0-27-gb58d3f10) as embedded
+// data and applies it the way gitleaks does: a keyword prefilter picks the
+// rules worth running, each rule's RE2 regex finds candidates, the secret
+// is the rule's secret group (or its first non-empty group), a rule's
+// minimum Shannon entropy must be exceeded, and the global and per-rule
+// allow-lists (documented example keys such as AKIAIOSFODNN7EXAMPLE,
+// template placeholders, stop words) drop what they name.
+//
+// The rules are used as data rather than through the gitleaks Go module:
+// the module's detect and config packages pull in viper, lipgloss, zerolog,
+// archive readers and a second Aho-Corasick library, none of which a
+// proxy needs. The TOML is read with github.com/pelletier/go-toml/v2 (no
+// dependencies of its own). Rules that only judge a file path, and the
+// path and commit parts of allow-lists, do not apply to model output and
+// are left out.
+//
+// The keyword prefilter is a dense Aho-Corasick automaton over lower-cased
+// bytes with the bytes no keyword holds folded into one class, written
+// here so that streaming a byte costs one table load and allocates
+// nothing (Stream, stream.go).
+package secretrules
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+//go:embed gitleaks.toml
+var gitleaksTOML []byte
+
+// Match is one credential found in a text: the rule that found it and the
+// byte span of the secret itself.
+type Match struct {
+	Rule       string
+	Start, End int
+}
+
+// Rule is one compiled rule.
+type Rule struct {
+	ID          string
+	re          *regexp.Regexp
+	entropy     float64
+	secretGroup int
+	allow       []allowList
+}
+
+// allowList drops a candidate: a regex over the secret (or the whole
+// match, or the line), or a stop word in the secret. and: every check
+// that is present must hold.
+type allowList struct {
+	target    string // "", "match" or "line"
+	regexes   []*regexp.Regexp
+	stopwords []string // lower-cased
+	and       bool
+}
+
+// Set is a compiled rule set with its keyword automaton. It is safe for
+// concurrent use.
+type Set struct {
+	rules  []Rule
+	global []allowList
+	ac     automaton
+	// always are the rules without keywords (run on every text).
+	always bits
+}
+
+type tomlAllow struct {
+	Condition   string   `toml:"condition"`
+	RegexTarget string   `toml:"regexTarget"`
+	Regexes     []string `toml:"regexes"`
+	StopWords   []string `toml:"stopwords"`
+	Paths       []string `toml:"paths"`
+	Commits     []string `toml:"commits"`
+}
+
+type tomlRule struct {
+	ID          string      `toml:"id"`
+	Regex       string      `toml:"regex"`
+	Path        string      `toml:"path"`
+	Entropy     float64     `toml:"entropy"`
+	SecretGroup int         `toml:"secretGroup"`
+	Keywords    []string    `toml:"keywords"`
+	Allowlists  []tomlAllow `toml:"allowlists"`
+	SkipReport  bool        `toml:"skipReport"`
+}
+
+type tomlConfig struct {
+	Allowlist  *tomlAllow  `toml:"allowlist"`
+	Allowlists []tomlAllow `toml:"allowlists"`
+	Rules      []tomlRule  `toml:"rules"`
+}
+
+var (
+	defaultOnce sync.Once
+	defaultSet  *Set
+	defaultErr  error
+)
+
+// Default returns the embedded gitleaks rule set, compiled once. It
+// panics only if the embedded data is broken, which the package's tests
+// rule out.
+func Default() *Set {
+	defaultOnce.Do(func() { defaultSet, defaultErr = Parse(gitleaksTOML) })
+	if defaultErr != nil {
+		panic(fmt.Sprintf("secretrules: embedded gitleaks.toml: %v", defaultErr))
+	}
+	return defaultSet
+}
+
+// Parse compiles a rule set in gitleaks' TOML format.
+func Parse(data []byte) (*Set, error) {
+	var cfg tomlConfig
+	if err := toml.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("secretrules: %w", err)
+	}
+	s := &Set{}
+	var globals []tomlAllow
+	if cfg.Allowlist != nil {
+		globals = append(globals, *cfg.Allowlist)
+	}
+	globals = append(globals, cfg.Allowlists...)
+	for i, a := range globals {
+		al, ok, err := compileAllow(a)
+		if err != nil {
+			return nil, fmt.Errorf("secretrules: global allow-list %d: %w", i, err)
+		}
+		if ok {
+			s.global = append(s.global, al)
+		}
+	}
+	var keywords []string
+	var owners []int
+	for _, r := range cfg.Rules {
+		if r.Regex == "" || r.Path != "" || r.SkipReport {
+			continue // judges file paths, or only helps another rule
+		}
+		re, err := regexp.Compile(r.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
+		}
+		if r.SecretGroup > re.NumSubexp() {
+			return nil, fmt.Errorf("secretrules: rule %s: secretGroup %d but %d groups", r.ID, r.SecretGroup, re.NumSubexp())
+		}
+		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup}
+		for j, a := range r.Allowlists {
+			al, ok, err := compileAllow(a)
+			if err != nil {
+				return nil, fmt.Errorf("secretrules: rule %s allow-list %d: %w", r.ID, j, err)
+			}
+			if ok {
+				rule.allow = append(rule.allow, al)
+			}
+		}
+		idx := len(s.rules)
+		if idx >= maxRules {
+			return nil, fmt.Errorf("secretrules: more than %d rules", maxRules)
+		}
+		s.rules = append(s.rules, rule)
+		if len(r.Keywords) == 0 {
+			s.always.set(idx)
+		}
+		for _, k := range r.Keywords {
+			keywords = append(keywords, strings.ToLower(k))
+			owners = append(owners, idx)
+		}
+	}
+	s.ac = buildAutomaton(keywords, owners)
+	return s, nil
+}
+
+// compileAllow compiles an allow-list; ok is false when nothing in it can
+// apply to model output (it needs a file path or a commit).
+func compileAllow(a tomlAllow) (allowList, bool, error) {
+	al := allowList{target: a.RegexTarget, and: strings.EqualFold(a.Condition, "AND")}
+	if al.and && (len(a.Paths) > 0 || len(a.Commits) > 0) {
+		return al, false, nil // a path or commit that output never has
+	}
+	for _, x := range a.Regexes {
+		re, err := regexp.Compile(x)
+		if err != nil {
+			return al, false, err
+		}
+		al.regexes = append(al.regexes, re)
+	}
+	for _, w := range a.StopWords {
+		al.stopwords = append(al.stopwords, strings.ToLower(w))
+	}
+	return al, len(al.regexes) > 0 || len(al.stopwords) > 0, nil
+}
+
+// Rules returns the IDs of the rules in the set.
+func (s *Set) Rules() []string {
+	out := make([]string, len(s.rules))
+	for i, r := range s.rules {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Find returns the credentials in text, in order of Start.
+func (s *Set) Find(text string, out []Match) []Match {
+	var hits bits
+	s.ac.scan(0, []byte(text), &hits)
+	return s.judge(text, 0, &hits, out)
+}
+
+// IsSecret reports whether s holds a credential, and the rule that says so.
+func (s *Set) IsSecret(v string) (string, bool) {
+	m := s.Find(v, nil)
+	if len(m) == 0 {
+		return "", false
+	}
+	return m[0].Rule, true
+}
+
+// judge runs the rules in hits (and those without keywords) over text,
+// whose first byte is at offset base, and appends what survives the
+// filters.
+func (s *Set) judge(text string, base int, hits *bits, out []Match) []Match {
+	for w := range hits {
+		for m := hits[w] | s.always[w]; m != 0; m &= m - 1 {
+			i := w*64 + trailingZeros(m)
+			out = s.rules[i].find(s, text, base, out)
+		}
+	}
+	return out
+}
+
+func (r *Rule) find(s *Set, text string, base int, out []Match) []Match {
+	for _, loc := range r.re.FindAllStringSubmatchIndex(text, -1) {
+		ms, me := loc[0], loc[1]
+		// gitleaks trims newlines off the match before reading groups.
+		for ms < me && text[ms] == '\n' {
+			ms++
+		}
+		for me > ms && text[me-1] == '\n' {
+			me--
+		}
+		ss, se := ms, me
+		if r.secretGroup > 0 {
+			ss, se = loc[2*r.secretGroup], loc[2*r.secretGroup+1]
+		} else {
+			for g := 1; 2*g+1 < len(loc); g++ {
+				if loc[2*g] >= 0 && loc[2*g+1] > loc[2*g] {
+					ss, se = loc[2*g], loc[2*g+1]
+					break
+				}
+			}
+		}
+		if ss < 0 || se <= ss {
+			continue
+		}
+		secret := text[ss:se]
+		if r.entropy != 0 && Entropy(secret) <= r.entropy {
+			continue
+		}
+		line := lineAround(text, ms, me)
+		if allowed(s.global, secret, text[ms:me], line) || allowed(r.allow, secret, text[ms:me], line) {
+			continue
+		}
+		out = append(out, Match{Rule: r.ID, Start: base + ss, End: base + se})
+	}
+	return out
+}
+
+func lineAround(text string, s, e int) string {
+	a := strings.LastIndexByte(text[:s], '\n') + 1
+	b := strings.IndexByte(text[e:], '\n')
+	if b < 0 {
+		return text[a:]
+	}
+	return text[a : e+b]
+}
+
+func allowed(lists []allowList, secret, match, line string) bool {
+	for i := range lists {
+		a := &lists[i]
+		target := secret
+		switch a.target {
+		case "match":
+			target = match
+		case "line":
+			target = line
+		}
+		re := false
+		for _, x := range a.regexes {
+			if x.MatchString(target) {
+				re = true
+				break
+			}
+		}
+		sw := false
+		if len(a.stopwords) > 0 {
+			l := strings.ToLower(secret)
+			for _, w := range a.stopwords {
+				if strings.Contains(l, w) {
+					sw = true
+					break
+				}
+			}
+		}
+		if a.and {
+			if (len(a.regexes) == 0 || re) && (len(a.stopwords) == 0 || sw) {
+				return true
+			}
+		} else if re || sw {
+			return true
+		}
+	}
+	return false
+}
+
+// Entropy is the Shannon entropy of s in bits per byte, as gitleaks
+// computes it.
+func Entropy(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	n := float64(len(s))
+	h := 0.0
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
