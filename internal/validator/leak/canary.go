@@ -215,6 +215,13 @@ func canaryVariants(cs []string) []string {
 			out = append(out, v)
 		}
 	}
+	// Encoded forms sit inside longer runs of the same alphabet.
+	addInner := func(v string) {
+		if len(v) >= 8 && !seen[strings.ToLower(v)] {
+			seen[strings.ToLower(v)] = true
+			out = append(out, innerMark+v)
+		}
+	}
 	for _, c := range cs {
 		add(c)
 		parts := strings.FieldsFunc(c, func(r rune) bool { return r == '-' || r == '_' || r == '.' || r == ' ' })
@@ -223,10 +230,10 @@ func canaryVariants(cs []string) []string {
 				add(strings.Join(parts, sep))
 			}
 		}
-		add(hex.EncodeToString([]byte(c)))
+		addInner(hex.EncodeToString([]byte(c)))
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			for shift := range 3 {
-				add(base64Core(enc, c, shift))
+				addInner(base64Core(enc, c, shift))
 			}
 		}
 	}
