@@ -36,6 +36,17 @@ import (
 //go:embed gitleaks.toml
 var gitleaksTOML []byte
 
+// documented are example keys that vendors print in their own
+// documentation, on top of the ones gitleaks' allow-lists already name
+// (AKIAIOSFODNN7EXAMPLE and the like): finding them in an answer is
+// quoting the docs, not leaking.
+var documented = map[string]bool{
+	"sk_test_4ec39hqlyjwdarjtt1zdp7dc":         true, // Stripe API reference
+	"pk_test_tyoomqauvdedq54nitphi7jx":         true, // Stripe API reference
+	"wjalrxutnfemi/k7mdeng/bpxrficyexamplekey": true, // AWS documentation
+	"akiaiosfodnn7example":                     true, // AWS documentation
+}
+
 // Match is one credential found in a text: the rule that found it and the
 // byte span of the secret itself.
 type Match struct {
@@ -260,6 +271,9 @@ func (r *Rule) find(s *Set, text string, base int, out []Match) []Match {
 		}
 		secret := text[ss:se]
 		if r.entropy != 0 && Entropy(secret) <= r.entropy {
+			continue
+		}
+		if documented[strings.ToLower(secret)] {
 			continue
 		}
 		line := lineAround(text, ms, me)

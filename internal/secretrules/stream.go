@@ -131,7 +131,10 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 		return
 	}
 	if end-ws > minSecret {
-		from := max(z.bufStart, z.hitFrom, end-maxBuf)
+		// The keyword of any rule that can match in this word lies in
+		// it or at most reach bytes before it; the rules read at most
+		// before bytes of context ahead of their keyword.
+		from := max(z.bufStart, ws-reach-z.set.ac.maxKey-before, end-maxBuf)
 		w := z.buf[from-z.bufStart : end-z.bufStart]
 		text := unsafe.String(unsafe.SliceData(w), len(w))
 		z.scratch = z.set.judge(text, from, &z.hits, z.scratch[:0])
