@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"sync"
 
@@ -61,7 +62,21 @@ type Rule struct {
 	entropy     float64
 	secretGroup int
 	allow       []allowList
+	// For the stream's cheap tests (stream.go): the shortest match, how
+	// far before its keyword a match may begin, and whether the match
+	// needs an assignment operator after the keyword.
+	minLen    int
+	minSecret int // the shortest secret (the group reported)
+	lookback  int
+	assign    bool
 }
+
+// assignOp is the operator group gitleaks' context rules share.
+const assignOp = `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)`
+
+// contextPrefix opens the rules that read up to 50 bytes before their
+// keyword.
+const contextPrefix = `[\w.-]{0,50}?`
 
 // allowList drops a candidate: a regex over the secret (or the whole
 // match, or the line), or a stop word in the secret. and: every check
@@ -160,7 +175,11 @@ func Parse(data []byte) (*Set, error) {
 		if r.SecretGroup > re.NumSubexp() {
 			return nil, fmt.Errorf("secretrules: rule %s: secretGroup %d but %d groups", r.ID, r.SecretGroup, re.NumSubexp())
 		}
-		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup}
+		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup,
+			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, assign: strings.Contains(r.Regex, assignOp)}
+		if strings.Contains(r.Regex, contextPrefix) {
+			rule.lookback = 64
+		}
 		for j, a := range r.Allowlists {
 			al, ok, err := compileAllow(a)
 			if err != nil {
@@ -351,4 +370,97 @@ func Entropy(s string) float64 {
 		}
 	}
 	return h
+}
+
+// minLen is the fewest bytes a match of the regex can have (0 when it
+// cannot be told).
+func minLen(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	return minBytes(re.Simplify())
+}
+
+// minSecretLen is the fewest bytes the reported group can have: group
+// n, or the first group, or the whole match when there is none. The first
+// group is a lower bound for "first non-empty group" too, as its
+// alternatives' lengths are each counted.
+func minSecretLen(expr string, n int) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	re = re.Simplify()
+	if n == 0 {
+		n = 1
+	}
+	var found *syntax.Regexp
+	var walk func(*syntax.Regexp)
+	walk = func(x *syntax.Regexp) {
+		if found != nil {
+			return
+		}
+		if x.Op == syntax.OpCapture && x.Cap == n {
+			found = x
+			return
+		}
+		for _, s := range x.Sub {
+			walk(s)
+		}
+	}
+	walk(re)
+	if found == nil {
+		return minBytes(re)
+	}
+	if n == 1 && re.MaxCap() > 1 {
+		// "the first non-empty group": the shortest of all groups.
+		m := minBytes(found)
+		var all func(*syntax.Regexp)
+		all = func(x *syntax.Regexp) {
+			if x.Op == syntax.OpCapture {
+				m = min(m, minBytes(x))
+			}
+			for _, s := range x.Sub {
+				all(s)
+			}
+		}
+		all(re)
+		return max(m, 1)
+	}
+	return minBytes(found)
+}
+
+func minBytes(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			n += max(1, len(string(r)))
+		}
+		return n
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture:
+		return minBytes(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range re.Sub {
+			n += minBytes(s)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, s := range re.Sub {
+			if m := minBytes(s); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	case syntax.OpRepeat:
+		return re.Min * minBytes(re.Sub[0])
+	case syntax.OpPlus:
+		return minBytes(re.Sub[0])
+	}
+	return 0 // star, quest, empty-width assertions
 }

@@ -2,6 +2,7 @@ package secretrules
 
 import (
 	"math/rand/v2"
+	"os"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -180,6 +181,32 @@ func BenchmarkStreamKiB(b *testing.B) {
 		z := s.NewStream(buf)
 		for i := 0; i < len(benchText); i += 64 {
 			z.Write([]byte(benchText[i:min(i+64, len(benchText))]), func(Match, string) {})
+		}
+		z.Close(func(Match, string) {})
+		buf = z.Buffer()
+	}
+}
+
+// BenchmarkStreamTypical reads the repetition check's benign corpus
+// (prose, a list, Go code, a poem, a table) in 16-byte chunks, as the
+// gateway feeds streamed text; ns/op is per pass over the whole text.
+func BenchmarkStreamTypical(b *testing.B) {
+	var text []byte
+	for _, f := range []string{"pass_prose_essay.txt", "pass_numbered_list.txt", "pass_go_code.go.txt", "pass_poem_refrain.txt", "pass_markdown_table.txt"} {
+		d, err := os.ReadFile("../validator/repetition/testdata/corpus/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		text = append(text, d...)
+	}
+	s := Default()
+	buf := make([]byte, 0, 8192)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		z := s.NewStream(buf)
+		for i := 0; i < len(text); i += 16 {
+			z.Write(text[i:min(i+16, len(text))], func(Match, string) {})
 		}
 		z.Close(func(Match, string) {})
 		buf = z.Buffer()

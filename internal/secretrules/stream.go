@@ -25,10 +25,17 @@ type Stream struct {
 	bufStart  int // offset of buf[0]
 	off       int
 	wordStart int // offset of the word in progress, -1 between words
-	hits      bits
-	lastHit   int // offset just after the last keyword, -1 for none
-	hitFrom   int // where the window of the current run of hits begins
-	scratch   []Match
+	// recent are the last keywords seen: where each ended and the rules
+	// it wakes (an index into the automaton's outputs).
+	recent  [16]hit
+	nRecent int
+	lastHit int // offset just after the last keyword, -1 for none
+	scratch []Match
+}
+
+type hit struct {
+	start, end int
+	out        int32
 }
 
 const (
@@ -45,7 +52,7 @@ const (
 
 // NewStream starts a stream; buf, if not nil, is reused as its buffer.
 func (s *Set) NewStream(buf []byte) *Stream {
-	return &Stream{set: s, buf: buf[:0], wordStart: -1, lastHit: -1, hitFrom: -1}
+	return &Stream{set: s, buf: buf[:0], wordStart: -1, lastHit: -1}
 }
 
 // Buffer returns the stream's buffer for reuse by another stream.
@@ -77,11 +84,9 @@ func (z *Stream) Write(p []byte, report func(Match, string)) {
 	for i, c := range p {
 		st = a.next[st*n+int32(a.class[c])]
 		if o := a.outAt[st]; o >= 0 {
-			z.hits.or(&a.outs[o])
 			at := z.off + i + 1
-			if z.hitFrom < 0 {
-				z.hitFrom = max(0, at-a.maxKey-before)
-			}
+			z.recent[z.nRecent%len(z.recent)] = hit{start: at - int(a.depth[st]), end: at, out: o}
+			z.nRecent++
 			z.lastHit = at
 		}
 		if breaks[c] {
@@ -107,9 +112,6 @@ func (z *Stream) append(p []byte) {
 // trim drops text no window can reach any more.
 func (z *Stream) trim() {
 	keep := z.off - reach - before - z.set.ac.maxKey
-	if z.hitFrom >= 0 {
-		keep = min(keep, z.hitFrom)
-	}
 	if z.wordStart >= 0 {
 		keep = min(keep, z.wordStart-reach-before-z.set.ac.maxKey)
 	}
@@ -126,36 +128,55 @@ func (z *Stream) trim() {
 func (z *Stream) endWord(end int, report func(Match, string)) {
 	ws := z.wordStart
 	z.wordStart = -1
-	if z.lastHit < 0 || z.lastHit+reach < ws {
-		z.clearHits()
+	if z.lastHit < 0 || z.lastHit+reach < ws || end-ws <= minSecret {
 		return
 	}
-	if end-ws > minSecret {
-		// The keyword of any rule that can match in this word lies in
-		// it or at most reach bytes before it; the rules read at most
-		// before bytes of context ahead of their keyword.
-		from := max(z.bufStart, ws-reach-z.set.ac.maxKey-before, end-maxBuf)
-		w := z.buf[from-z.bufStart : end-z.bufStart]
-		text := unsafe.String(unsafe.SliceData(w), len(w))
-		z.scratch = z.set.judge(text, from, &z.hits, z.scratch[:0])
-		for _, m := range z.scratch {
-			if m.End > ws {
-				report(m, text[m.Start-from:m.End-from])
+	// The rules woken by a keyword in this word or within reach before
+	// it, and where the earliest of those keywords ends.
+	var rules bits
+	kwStart := -1
+	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
+		if h := z.recent[i%len(z.recent)]; h.end+reach >= ws {
+			rules.or(&z.set.ac.outs[h.out])
+			if kwStart < 0 {
+				kwStart = h.start
 			}
 		}
 	}
-	if z.lastHit <= ws {
-		// The run of keywords ended before this word: later words are
-		// farther from it.
-		if end-z.lastHit > reach {
-			z.clearHits()
+	if kwStart < 0 {
+		return
+	}
+	assign := z.hasAssign(max(z.bufStart, kwStart), end)
+	for w := range rules {
+		for m := rules[w]; m != 0; m &= m - 1 {
+			i := w*64 + trailingZeros(m)
+			r := &z.set.rules[i]
+			from := max(z.bufStart, kwStart-r.lookback, end-maxBuf)
+			if end-from < r.minLen || end-ws-1 < r.minSecret && end-ws < r.minSecret || r.assign && !assign {
+				continue // too short for a match, or no operator
+			}
+			t := z.buf[from-z.bufStart : end-z.bufStart]
+			text := unsafe.String(unsafe.SliceData(t), len(t))
+			z.scratch = r.find(z.set, text, from, z.scratch[:0])
+			for _, m := range z.scratch {
+				if m.End > ws {
+					report(m, text[m.Start-from:m.End-from])
+				}
+			}
 		}
 	}
 }
 
-func (z *Stream) clearHits() {
-	z.hits = bits{}
-	z.lastHit, z.hitFrom = -1, -1
+// hasAssign reports whether the text from..end holds a byte of an
+// assignment operator.
+func (z *Stream) hasAssign(from, end int) bool {
+	for _, c := range z.buf[from-z.bufStart : end-z.bufStart] {
+		switch c {
+		case '=', '>', ':', '|', ',':
+			return true
+		}
+	}
+	return false
 }
 
 // Close judges the last word.
