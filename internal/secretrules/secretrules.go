@@ -30,6 +30,7 @@ import (
 	"regexp/syntax"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -85,6 +86,7 @@ type allowList struct {
 	target    string // "", "match" or "line"
 	regexes   []*regexp.Regexp
 	stopwords []string // lower-cased
+	stop      automaton
 	and       bool
 }
 
@@ -223,6 +225,9 @@ func compileAllow(a tomlAllow) (allowList, bool, error) {
 	for _, w := range a.StopWords {
 		al.stopwords = append(al.stopwords, strings.ToLower(w))
 	}
+	if len(al.stopwords) > 0 {
+		al.stop = buildAutomaton(al.stopwords, make([]int, len(al.stopwords)))
+	}
 	return al, len(al.regexes) > 0 || len(al.stopwords) > 0, nil
 }
 
@@ -332,13 +337,9 @@ func allowed(lists []allowList, secret, match, line string) bool {
 		}
 		sw := false
 		if len(a.stopwords) > 0 {
-			l := strings.ToLower(secret)
-			for _, w := range a.stopwords {
-				if strings.Contains(l, w) {
-					sw = true
-					break
-				}
-			}
+			var hit bits
+			a.stop.scan(0, unsafe.Slice(unsafe.StringData(secret), len(secret)), &hit)
+			sw = !hit.empty()
 		}
 		if a.and {
 			if (len(a.regexes) == 0 || re) && (len(a.stopwords) == 0 || sw) {
