@@ -68,15 +68,18 @@ type Rule struct {
 	// needs an assignment operator after the keyword.
 	minLen    int
 	minSecret int // the shortest secret (the group reported)
-	lookback  int
-	assign    bool
+	// minDistinct is how many different bytes a secret needs to pass
+	// the entropy test: entropy never exceeds log2 of that count.
+	minDistinct int
+	lookback    int
+	assign      bool
 }
 
 // assignOp is the operator group gitleaks' context rules share.
 const assignOp = `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)`
 
 // contextPrefix opens the rules that read up to 50 bytes before their
-// keyword.
+// keyword (and need none of them).
 const contextPrefix = `[\w.-]{0,50}?`
 
 // allowList drops a candidate: a regex over the secret (or the whole
@@ -179,8 +182,15 @@ func Parse(data []byte) (*Set, error) {
 		}
 		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup,
 			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, assign: strings.Contains(r.Regex, assignOp)}
-		if strings.Contains(r.Regex, contextPrefix) {
-			rule.lookback = 64
+		if r.Entropy > 0 {
+			rule.minDistinct = int(math.Floor(math.Exp2(r.Entropy))) + 1
+		}
+		if strings.HasPrefix(strings.TrimPrefix(r.Regex, "(?i)"), contextPrefix) {
+			// The context before the keyword may match empty, so the
+			// window can begin at the keyword: the secret group is the
+			// same, and a window that fits the backtracking matcher is
+			// many times faster than one that needs the NFA.
+			rule.lookback = 0
 		}
 		for j, a := range r.Allowlists {
 			al, ok, err := compileAllow(a)

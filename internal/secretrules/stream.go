@@ -147,13 +147,14 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 		return
 	}
 	assign := z.hasAssign(max(z.bufStart, kwStart), end)
+	distinct := z.distinct(max(z.bufStart, ws), end)
 	for w := range rules {
 		for m := rules[w]; m != 0; m &= m - 1 {
 			i := w*64 + trailingZeros(m)
 			r := &z.set.rules[i]
 			from := max(z.bufStart, kwStart-r.lookback, end-maxBuf)
-			if end-from < r.minLen || end-ws-1 < r.minSecret && end-ws < r.minSecret || r.assign && !assign {
-				continue // too short for a match, or no operator
+			if end-from < r.minLen || end-ws < r.minSecret || r.assign && !assign || distinct < r.minDistinct {
+				continue // too short, no operator, or too few bytes for its entropy
 			}
 			t := z.buf[from-z.bufStart : end-z.bufStart]
 			text := unsafe.String(unsafe.SliceData(t), len(t))
@@ -177,6 +178,19 @@ func (z *Stream) hasAssign(from, end int) bool {
 		}
 	}
 	return false
+}
+
+// distinct counts the different bytes in the text from..end.
+func (z *Stream) distinct(from, end int) int {
+	var seen [4]uint64
+	n := 0
+	for _, c := range z.buf[from-z.bufStart : end-z.bufStart] {
+		if seen[c>>6]&(1<<(c&63)) == 0 {
+			seen[c>>6] |= 1 << (c & 63)
+			n++
+		}
+	}
+	return n
 }
 
 // Close judges the last word.
