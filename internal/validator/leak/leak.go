@@ -24,6 +24,17 @@
 //     placeholders are kept low by a placeholder list (AKIAIOSFODNN7EXAMPLE,
 //     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
 //     Shannon entropy per kind.
+//   - gitleaks' default rules (secret_leak, internal/secretrules): some
+//     two hundred credential formats (Stripe, Slack, SendGrid, Anthropic,
+//     npm, cloud and CI tokens...), with gitleaks' keyword prefilter,
+//     entropy minimums and allow-lists of documented example keys, judged
+//     as each word ends; with them on, the word in progress is held until
+//     it ends.
+//   - System-prompt canaries (secret_leak, canary.go): every token of the
+//     system prompt that looks like a secret by its own shape, whatever
+//     words introduce it, watched for verbatim and in normalised and
+//     encoded copies. Findings name the rule and a length, never the
+//     secret's bytes.
 //   - Markdown images (secret_leak): the URL of ![alt](URL) is also read
 //     URL-decoded, by query parameter and with base64 runs decoded, for
 //     marked secrets and credentials (image.go); it is held until it ends.
@@ -121,11 +132,17 @@ Marked secrets: values the system prompt labels secret (<secret>..</secret>,
 "password: X", "the code word is X", credential-shaped strings) and the
 policy's secrets must not appear. Credentials: cloud keys, tokens, JWTs,
 private key blocks, high-entropy password assignments, with placeholder
-and entropy filters. Holds back only a word, line tail or run that could
+and entropy filters. rules: gitleaks' default rule set (about 200 credential
+formats, keyword prefilter, entropy minimums, allow-lists of documented example
+keys). canaries: every system-prompt token that looks like a secret by its shape
+(letters mixed with digits or symbols, high entropy, quoted; not an ordinary fact
+such as a phone number, address, date, version or hex identifier, and not a word
+of the user's) must not appear verbatim, with changed case or separators, or hex-
+or base64-encoded. Holds back only a word, line tail or run that could
 still become a leak.`,
 		Reasons: []validator.Reason{validator.ReasonSystemPromptLeak, validator.ReasonSecretLeak},
 		Example: "system_prompt: true\nshingle_tokens: 5\nmin_system_tokens: 12\nmin_leak_tokens: 20\nmin_leak_fraction: 0.5\n" +
-			"marked_secrets: true\ncredentials: true\nsecrets: [\"tiger-lily-42\"]\nallow: [\"AKIAIOSFODNN7EXAMPLE\"]\n",
+			"marked_secrets: true\ncredentials: true\nrules: true\ncanaries: true\nsecrets: [\"tiger-lily-42\"]\nallow: [\"AKIAIOSFODNN7EXAMPLE\"]\n",
 		Config: func() any { return DefaultConfig() },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
