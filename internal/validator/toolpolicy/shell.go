@@ -110,7 +110,7 @@ func (v *Validator) checkShell(call validator.ToolCall, base string) []validator
 			f := fs[0]
 			out = append(out, validator.Finding{
 				Check: Name, Reason: validator.ReasonUnsafeContent, Start: f.start, End: f.end, Path: path,
-				Message: "call to " + quote(call.Name) + " " + f.what + " (" + path + ")",
+				Message: "call to " + quote(call.Name) + ": " + f.what + " (" + path + ")",
 			})
 			continue
 		}
