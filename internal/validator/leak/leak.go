@@ -24,6 +24,17 @@
 //     placeholders are kept low by a placeholder list (AKIAIOSFODNN7EXAMPLE,
 //     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
 //     Shannon entropy per kind.
+//   - gitleaks' default rules (secret_leak, internal/secretrules): some
+//     two hundred credential formats (Stripe, Slack, SendGrid, Anthropic,
+//     npm, cloud and CI tokens...), with gitleaks' keyword prefilter,
+//     entropy minimums and allow-lists of documented example keys, judged
+//     as each word ends; with them on, the word in progress is held until
+//     it ends.
+//   - System-prompt canaries (secret_leak, canary.go): every token of the
+//     system prompt that looks like a secret by its own shape, whatever
+//     words introduce it, watched for verbatim and in normalised and
+//     encoded copies. Findings name the rule and a length, never the
+//     secret's bytes.
 //   - Markdown images (secret_leak): the URL of ![alt](URL) is also read
 //     URL-decoded, by query parameter and with base64 runs decoded, for
 //     marked secrets and credentials (image.go); it is held until it ends.
@@ -46,10 +57,10 @@ package leak
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/aegis-sentinel/aegis/internal/secretrules"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -72,6 +83,11 @@ type Config struct {
 	MarkedSecrets bool `yaml:"marked_secrets" json:"marked_secrets"`
 	// Credentials enables the credential detectors.
 	Credentials bool `yaml:"credentials" json:"credentials"`
+	// Rules enables gitleaks' default credential rules (internal/secretrules).
+	Rules bool `yaml:"rules" json:"rules"`
+	// Canaries enables watching the system prompt's secret-looking tokens
+	// (canary.go).
+	Canaries bool `yaml:"canaries" json:"canaries"`
 	// Secrets are extra literal values that must never appear.
 	Secrets []string `yaml:"secrets" json:"secrets"`
 	// Allow lists values that are never reported (known test keys).
@@ -82,7 +98,7 @@ type Config struct {
 func DefaultConfig() *Config {
 	return &Config{
 		SystemPrompt: true, ShingleTokens: 5, MinSystemTokens: 12, MinLeakTokens: 20, MinLeakFraction: 0.5,
-		MarkedSecrets: true, Credentials: true,
+		MarkedSecrets: true, Credentials: true, Rules: true, Canaries: true,
 	}
 }
 
@@ -116,22 +132,28 @@ Marked secrets: values the system prompt labels secret (<secret>..</secret>,
 "password: X", "the code word is X", credential-shaped strings) and the
 policy's secrets must not appear. Credentials: cloud keys, tokens, JWTs,
 private key blocks, high-entropy password assignments, with placeholder
-and entropy filters. Holds back only a word, line tail or run that could
+and entropy filters. rules: gitleaks' default rule set (about 200 credential
+formats, keyword prefilter, entropy minimums, allow-lists of documented example
+keys). canaries: every system-prompt token that looks like a secret by its shape
+(letters mixed with digits or symbols, high entropy, quoted; not an ordinary fact
+such as a phone number, address, date, version or hex identifier, and not a word
+of the user's) must not appear verbatim, with changed case or separators, or hex-
+or base64-encoded. Holds back only a word, line tail or run that could
 still become a leak.`,
 		Reasons: []validator.Reason{validator.ReasonSystemPromptLeak, validator.ReasonSecretLeak},
 		Example: "system_prompt: true\nshingle_tokens: 5\nmin_system_tokens: 12\nmin_leak_tokens: 20\nmin_leak_fraction: 0.5\n" +
-			"marked_secrets: true\ncredentials: true\nsecrets: [\"tiger-lily-42\"]\nallow: [\"AKIAIOSFODNN7EXAMPLE\"]\n",
+			"marked_secrets: true\ncredentials: true\nrules: true\ncanaries: true\nsecrets: [\"tiger-lily-42\"]\nallow: [\"AKIAIOSFODNN7EXAMPLE\"]\n",
 		Config: func() any { return DefaultConfig() },
 		New: func(cfg any, req *validator.Request) (validator.Validator, error) {
 			c, _ := cfg.(*Config)
 			if c == nil {
 				c = DefaultConfig()
 			}
-			system := ""
+			system, user := "", ""
 			if req != nil {
-				system = req.System()
+				system, user = req.System(), userText(req)
 			}
-			return New(*c, system)
+			return NewFor(*c, system, user)
 		},
 	}
 	// A tool call's argument values are text the model wrote, read the
@@ -181,6 +203,9 @@ type Detector struct {
 	// Markdown images (image.go).
 	secrets  []string // the literal secrets matched, for a decoding's reader
 	noImages bool     // a decoding's reader: no images of its own
+	// gitleaks' rules over the stream (secretrules.Stream).
+	rules *secretrules.Stream
+
 	img      imageState
 	imgAlt   int
 	imgStart int
@@ -190,7 +215,7 @@ type Detector struct {
 // buffers are a closed detector's word and line, kept for the next one:
 // a tool call's arguments are read by a new detector each, and growing
 // the line to a long value's length was most of what one allocated.
-type buffers struct{ word, line []byte }
+type buffers struct{ word, line, rules []byte }
 
 var bufferPool sync.Pool // *buffers
 
@@ -210,13 +235,22 @@ const (
 )
 
 // New builds a detector for one request with the given system prompt.
-func New(cfg Config, system string) (*Detector, error) {
+func New(cfg Config, system string) (*Detector, error) { return NewFor(cfg, system, "") }
+
+// NewFor builds a detector for one request with the given system prompt
+// and the user's messages (a token the user wrote is not the system
+// prompt's secret).
+func NewFor(cfg Config, system, user string) (*Detector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	d := &Detector{cfg: cfg, allow: map[string]bool{}, quoteHold: -1, awsAt: -1, awsRun: -1, beginHold: -1}
+	var rulesBuf []byte
 	if b, ok := bufferPool.Get().(*buffers); ok {
-		d.bufs, d.word, d.line = b, b.word[:0], b.line[:0]
+		d.bufs, d.word, d.line, rulesBuf = b, b.word[:0], b.line[:0], b.rules
+	}
+	if cfg.Rules {
+		d.rules = secretrules.Default().NewStream(rulesBuf)
 	}
 	for _, a := range cfg.Allow {
 		d.allow[strings.ToLower(a)] = true
@@ -230,6 +264,9 @@ func New(cfg Config, system string) (*Detector, error) {
 	}
 	for _, s := range cfg.Secrets {
 		secrets = append(secrets, strings.TrimSpace(s))
+	}
+	if cfg.Canaries && system != "" {
+		secrets = append(secrets, cachedCanaries(system, user)...)
 	}
 	var keep []string
 	for _, s := range secrets {
@@ -262,6 +299,9 @@ func (d *Detector) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	at := d.off
+	if d.rules != nil {
+		d.rules.Write(p, d.reportRule)
+	}
 	if d.lits != nil {
 		d.lits.write(p, at, d.reportLiteral)
 	}
@@ -310,6 +350,9 @@ func (d *Detector) Close() {
 	}
 	d.endWord()
 	d.endLine()
+	if d.rules != nil {
+		d.rules.Close(d.reportRule)
+	}
 	if d.ov != nil && !d.ovDone {
 		if ok, s, e := d.ov.flush(d.off); ok {
 			d.reportOverlap(s, e)
@@ -322,6 +365,9 @@ func (d *Detector) Close() {
 		d.bufs = &buffers{}
 	}
 	d.bufs.word, d.bufs.line = d.word[:0], d.line[:0]
+	if d.rules != nil {
+		d.bufs.rules = d.rules.Buffer()
+	}
 	bufferPool.Put(d.bufs)
 	d.bufs, d.word, d.line = nil, nil, nil
 }
@@ -352,6 +398,9 @@ func (d *Detector) Settled() int {
 	}
 	if d.lits != nil {
 		s = min(s, d.lits.hold(d.off))
+	}
+	if d.rules != nil {
+		s = min(s, d.rules.Held())
 	}
 	if h := d.imageHeld(); h >= 0 {
 		s = min(s, h)
@@ -578,7 +627,19 @@ func (d *Detector) reportCred(start, end int, kind, value string) {
 	}
 	d.add(validator.Finding{
 		Check: Name, Reason: validator.ReasonSecretLeak, Start: start, End: end,
-		Message: fmt.Sprintf("credential in output: %s (%s)", kind, redact(value)),
+		Message: fmt.Sprintf("credential in output: %s (%d bytes)", kind, end-start),
+	})
+}
+
+// reportRule reports a match of gitleaks' rules; the message names the
+// rule, never the secret.
+func (d *Detector) reportRule(m secretrules.Match, secret string) {
+	if d.allow[strings.ToLower(secret)] {
+		return
+	}
+	d.add(validator.Finding{
+		Check: Name, Reason: validator.ReasonSecretLeak, Start: m.Start, End: m.End,
+		Message: fmt.Sprintf("credential in output: gitleaks rule %s (%d bytes)", m.Rule, m.End-m.Start),
 	})
 }
 
@@ -597,21 +658,18 @@ func (d *Detector) reportOverlap(start, end int) {
 	})
 }
 
-// redact shows only the first four bytes of a secret, so that findings
-// and logs do not spread it further.
-// redact stands for a found credential in a message: its length, none of
-// its bytes (a message goes into error bodies, incidents and logs).
-func redact(v string) string {
-	return strconv.Itoa(len(v)) + " bytes"
-}
-
 // add records a finding in order of Start, dropping exact duplicates (the
 // same span found by two rules). Past maxFindings the latest in the text
 // are dropped, so which are kept does not depend on the order the rules
 // report in.
 func (d *Detector) add(f validator.Finding) {
-	for _, g := range d.findings {
+	for i, g := range d.findings {
 		if g.Start == f.Start && g.End == f.End && g.Reason == f.Reason {
+			// Two rules found the same span: keep one message whichever
+			// reported first, so the findings do not depend on the split.
+			if f.Message < g.Message {
+				d.findings[i].Message = f.Message
+			}
 			return
 		}
 	}

@@ -9,6 +9,33 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/validator/validatortest"
 )
 
+// wordRulesOnly is the default configuration without gitleaks' rules,
+// which hold the whole word in progress (TestRulesHoldOneWord).
+func wordRulesOnly() *Config {
+	c := DefaultConfig()
+	c.Rules = false
+	return c
+}
+
+// TestRulesHoldOneWord: with gitleaks' rules on, the word in progress is
+// held until it ends, and nothing before it.
+func TestRulesHoldOneWord(t *testing.T) {
+	d, err := New(*DefaultConfig(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ""
+	for _, step := range []struct{ feed, held string }{
+		{"The ", ""}, {"dog", "dog"}, {" ran", "ran"}, {" home. ", ""}, {"Here", "Here"}, {", said", "said"}, {" he\n", ""},
+	} {
+		d.Write([]byte(step.feed))
+		text += step.feed
+		if got := text[d.Settled():]; got != step.held {
+			t.Fatalf("after %q: held %q, want %q", text, got, step.held)
+		}
+	}
+}
+
 // TestWordHold feeds texts byte by byte and checks, after each step, which
 // tail of the output the check still holds: ordinary words flow letter by
 // letter; a word is held from the first byte where a credential could still
@@ -39,7 +66,7 @@ func TestWordHold(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d, err := New(*DefaultConfig(), "")
+			d, err := New(*wordRulesOnly(), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +195,7 @@ func TestOverlapHold(t *testing.T) {
 		" Only answer questions about Acme", "Only answer questions about Acme",
 		" Cloud", "Only answer questions about Acme Cloud", // a copy under way
 	}
-	d, err := New(*DefaultConfig(), sys)
+	d, err := New(*wordRulesOnly(), sys)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,11 +205,17 @@ type literal struct {
 	pendingEnd int // end offset of a match waiting for its right boundary, or -1
 }
 
+// innerMark begins a value that may match inside a word (an encoded
+// form of a secret inside a longer base64 or hex run): no word-edge test.
+const innerMark = "\x00"
+
 func newLiteralMatcher(values []string) *literalMatcher {
 	m := &literalMatcher{}
 	for _, v := range values {
+		inner := strings.HasPrefix(v, innerMark)
+		v = strings.TrimPrefix(v, innerMark)
 		lv := asciiLower(v)
-		l := literal{value: lv, fail: kmpFail(lv), edgeL: isWordByte(lv[0]), edgeR: isWordByte(lv[len(lv)-1]), pendingEnd: -1}
+		l := literal{value: lv, fail: kmpFail(lv), edgeL: !inner && isWordByte(lv[0]), edgeR: !inner && isWordByte(lv[len(lv)-1]), pendingEnd: -1}
 		m.lits = append(m.lits, l)
 		m.maxLn = max(m.maxLn, len(lv))
 		m.first[lv[0]] = true

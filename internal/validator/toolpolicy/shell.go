@@ -1,11 +1,14 @@
 package toolpolicy
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // shellWords are name words of tools that run commands.
@@ -91,21 +94,49 @@ func commandText(args string) []toolcalls.Value {
 func (v *Validator) checkShell(call validator.ToolCall, base string) []validator.Finding {
 	var out []validator.Finding
 	for _, val := range commandText(call.Arguments) {
+		path := base + "/arguments"
+		if val.Path != "" {
+			path += "/" + val.Path
+		}
+		fs, err := judgeShell(val.Text)
+		if err != nil {
+			out = append(out, validator.Finding{
+				Check: Name, Reason: validator.ReasonMalformedToolCall, Start: 0, End: len(val.Text), Path: path,
+				Message: "call to " + quote(call.Name) + ": the command in " + path + " could not be parsed as a shell command (" + parseWhere(err) + ")",
+			})
+			continue
+		}
+		if len(fs) > 0 {
+			f := fs[0]
+			out = append(out, validator.Finding{
+				Check: Name, Reason: validator.ReasonUnsafeContent, Start: f.start, End: f.end, Path: path,
+				Message: "call to " + quote(call.Name) + ": " + f.what + " (" + path + ")",
+			})
+			continue
+		}
 		for _, r := range shellRules {
 			m := r.re.FindStringIndex(val.Text)
 			if m == nil {
 				continue
 			}
-			path := base + "/arguments"
-			if val.Path != "" {
-				path += "/" + val.Path
-			}
 			out = append(out, validator.Finding{
 				Check: Name, Reason: validator.ReasonUnsafeContent, Start: m[0], End: m[1], Path: path,
-				Message: "call to " + quote(call.Name) + " runs a destructive or remote-code command (" + r.what + ") in " + paramName(val.Path),
+				Message: "call to " + quote(call.Name) + " runs a destructive or remote-code command (" + r.what + ") in " + path,
 			})
 			break
 		}
 	}
 	return out
+}
+
+// parseWhere says where a command failed to parse, without its text.
+func parseWhere(err error) string {
+	var pe syntax.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("line %d, column %d", pe.Pos.Line(), pe.Pos.Col())
+	}
+	if errors.Is(err, errTooLong) {
+		return err.Error()
+	}
+	return "syntax error"
 }

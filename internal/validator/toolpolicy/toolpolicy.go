@@ -20,6 +20,13 @@
 //   - shell: a tool that runs commands may not run destructive or
 //     remote-code commands (rm -rf /, mkfs, dd to a device, fork bombs,
 //     curl | sh, reverse shells, boot-loader changes): unsafe_content.
+//     Commands are parsed (mvdan.cc/sh/v3/syntax, shellast.go) for
+//     decoder or download pipelines into interpreters, persistence,
+//     permission changes on credential files and data carried by network
+//     or DNS tools.
+//   - sql: statements of a SQL tool are parsed (sql.go); DROP, TRUNCATE,
+//     ALTER, GRANT and DELETE or UPDATE without WHERE are unsafe_content
+//     unless the user asked for exactly that.
 package toolpolicy
 
 import (
@@ -120,6 +127,18 @@ shell: tools that run commands (bash, shell, run_command, execute, terminal, or 
 command/cmd/script parameter) may not run destructive or remote-code commands:
 rm -rf of / or ~, mkfs, dd or redirection onto a disk device, fork bombs, a
 download piped into a shell, reverse shells, boot-loader changes (unsafe_content).
+Commands are parsed as shell (bash) first: a decoder or download piped into an
+interpreter, an interpreter running a command substitution that downloads or
+decodes, persistence (crontab, authorized_keys, shell start-up files, systemd
+units), opening permissions on credential files, network tools sending computed
+data or credential files, and DNS lookups of computed names fail unsafe_content; a
+command that does not parse fails malformed_tool_call.
+
+sql: tools that run SQL (a sql parameter, or a query/statement parameter on a tool
+named for a database) have their statements parsed: DROP, TRUNCATE, ALTER, GRANT,
+and DELETE or UPDATE without WHERE fail unsafe_content unless the user's messages
+name the operation and every table it touches; a statement that does not parse
+fails malformed_tool_call.
 
 Findings name the call and the argument: tool_calls/N/arguments/path, offsets
 into that value.`
@@ -174,7 +193,7 @@ type Validator struct {
 }
 
 // toolKind says which built-in rules apply to a tool.
-type toolKind struct{ shell, egress bool }
+type toolKind struct{ shell, egress, sql bool }
 
 // kind decides, once per tool name, which built-in rules apply to it.
 func (v *Validator) kind(name string) toolKind {
@@ -185,6 +204,7 @@ func (v *Validator) kind(name string) toolKind {
 	k := toolKind{
 		shell:  v.cfg.Shell.Enabled && (contains(v.cfg.Shell.Tools, name) || v.cfg.Shell.Auto && isShell(name, tool)),
 		egress: v.cfg.Egress.Enabled && (contains(v.cfg.Egress.Tools, name) || v.cfg.Egress.Auto && isEgress(name, tool)),
+		sql:    v.cfg.Shell.Enabled && v.cfg.Shell.Auto && isSQL(name, tool),
 	}
 	if v.kinds == nil {
 		v.kinds = map[string]toolKind{}
@@ -278,7 +298,7 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	}
 	kind := v.kind(call.Name)
 	ruled := len(v.rules["*"]) > 0 || len(v.rules[call.Name]) > 0
-	if !ruled && !kind.shell && !kind.egress {
+	if !ruled && !kind.shell && !kind.egress && !kind.sql {
 		return nil // nothing here reads this call
 	}
 	var args any
@@ -320,6 +340,9 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 	}
 	if kind.egress || kind.shell {
 		out = append(out, v.judgeFlow(call, base, true)...)
+	}
+	if kind.sql {
+		out = append(out, v.checkSQL(call, base)...)
 	}
 	return out
 }

@@ -1,0 +1,477 @@
+// Package secretrules knows credentials by what they are: it carries the
+// default rule set of gitleaks (config/gitleaks.toml, MIT licence, notice in
+// LICENSE.gitleaks, taken from gitleaks v8.30.0-27-gb58d3f10) as embedded
+// data and applies it the way gitleaks does: a keyword prefilter picks the
+// rules worth running, each rule's RE2 regex finds candidates, the secret
+// is the rule's secret group (or its first non-empty group), a rule's
+// minimum Shannon entropy must be exceeded, and the global and per-rule
+// allow-lists (documented example keys such as AKIAIOSFODNN7EXAMPLE,
+// template placeholders, stop words) drop what they name.
+//
+// The rules are used as data rather than through the gitleaks Go module:
+// the module's detect and config packages pull in viper, lipgloss, zerolog,
+// archive readers and a second Aho-Corasick library, none of which a
+// proxy needs. The TOML is read with github.com/pelletier/go-toml/v2 (no
+// dependencies of its own). Rules that only judge a file path, and the
+// path and commit parts of allow-lists, do not apply to model output and
+// are left out.
+//
+// The keyword prefilter is a dense Aho-Corasick automaton over lower-cased
+// bytes with the bytes no keyword holds folded into one class, written
+// here so that streaming a byte costs one table load and allocates
+// nothing (Stream, stream.go).
+package secretrules
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+//go:embed gitleaks.toml
+var gitleaksTOML []byte
+
+// documented are example keys that vendors print in their own
+// documentation, on top of the ones gitleaks' allow-lists already name
+// (AKIAIOSFODNN7EXAMPLE and the like): finding them in an answer is
+// quoting the docs, not leaking.
+var documented = map[string]bool{
+	"sk_test_4ec39hqlyjwdarjtt1zdp7dc":         true, // Stripe API reference
+	"pk_test_tyoomqauvdedq54nitphi7jx":         true, // Stripe API reference
+	"wjalrxutnfemi/k7mdeng/bpxrficyexamplekey": true, // AWS documentation
+	"akiaiosfodnn7example":                     true, // AWS documentation
+}
+
+// Match is one credential found in a text: the rule that found it and the
+// byte span of the secret itself.
+type Match struct {
+	Rule       string
+	Start, End int
+}
+
+// Rule is one compiled rule.
+type Rule struct {
+	ID          string
+	re          *regexp.Regexp
+	entropy     float64
+	secretGroup int
+	allow       []allowList
+	// For the stream's cheap tests (stream.go): the shortest match, how
+	// far before its keyword a match may begin, and whether the match
+	// needs an assignment operator after the keyword.
+	minLen    int
+	minSecret int // the shortest secret (the group reported)
+	// minDistinct is how many different bytes a secret needs to pass
+	// the entropy test: entropy never exceeds log2 of that count.
+	minDistinct int
+	lookback    int
+	assign      bool
+}
+
+// assignOp is the operator group gitleaks' context rules share.
+const assignOp = `(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)`
+
+// contextPrefix opens the rules that read up to 50 bytes before their
+// keyword (and need none of them).
+const contextPrefix = `[\w.-]{0,50}?`
+
+// allowList drops a candidate: a regex over the secret (or the whole
+// match, or the line), or a stop word in the secret. and: every check
+// that is present must hold.
+type allowList struct {
+	target    string // "", "match" or "line"
+	regexes   []*regexp.Regexp
+	stopwords []string // lower-cased
+	stop      automaton
+	and       bool
+}
+
+// Set is a compiled rule set with its keyword automaton. It is safe for
+// concurrent use.
+type Set struct {
+	rules  []Rule
+	global []allowList
+	ac     automaton
+	// always are the rules without keywords (run on every text).
+	always bits
+}
+
+type tomlAllow struct {
+	Condition   string   `toml:"condition"`
+	RegexTarget string   `toml:"regexTarget"`
+	Regexes     []string `toml:"regexes"`
+	StopWords   []string `toml:"stopwords"`
+	Paths       []string `toml:"paths"`
+	Commits     []string `toml:"commits"`
+}
+
+type tomlRule struct {
+	ID          string      `toml:"id"`
+	Regex       string      `toml:"regex"`
+	Path        string      `toml:"path"`
+	Entropy     float64     `toml:"entropy"`
+	SecretGroup int         `toml:"secretGroup"`
+	Keywords    []string    `toml:"keywords"`
+	Allowlists  []tomlAllow `toml:"allowlists"`
+	SkipReport  bool        `toml:"skipReport"`
+}
+
+type tomlConfig struct {
+	Allowlist  *tomlAllow  `toml:"allowlist"`
+	Allowlists []tomlAllow `toml:"allowlists"`
+	Rules      []tomlRule  `toml:"rules"`
+}
+
+var (
+	defaultOnce sync.Once
+	defaultSet  *Set
+	defaultErr  error
+)
+
+// Default returns the embedded gitleaks rule set, compiled once. It
+// panics only if the embedded data is broken, which the package's tests
+// rule out.
+func Default() *Set {
+	defaultOnce.Do(func() { defaultSet, defaultErr = Parse(gitleaksTOML) })
+	if defaultErr != nil {
+		panic(fmt.Sprintf("secretrules: embedded gitleaks.toml: %v", defaultErr))
+	}
+	return defaultSet
+}
+
+// Parse compiles a rule set in gitleaks' TOML format.
+func Parse(data []byte) (*Set, error) {
+	var cfg tomlConfig
+	if err := toml.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("secretrules: %w", err)
+	}
+	s := &Set{}
+	var globals []tomlAllow
+	if cfg.Allowlist != nil {
+		globals = append(globals, *cfg.Allowlist)
+	}
+	globals = append(globals, cfg.Allowlists...)
+	for i, a := range globals {
+		al, ok, err := compileAllow(a)
+		if err != nil {
+			return nil, fmt.Errorf("secretrules: global allow-list %d: %w", i, err)
+		}
+		if ok {
+			s.global = append(s.global, al)
+		}
+	}
+	var keywords []string
+	var owners []int
+	for _, r := range cfg.Rules {
+		if r.Regex == "" || r.Path != "" || r.SkipReport {
+			continue // judges file paths, or only helps another rule
+		}
+		re, err := regexp.Compile(r.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
+		}
+		if r.SecretGroup > re.NumSubexp() {
+			return nil, fmt.Errorf("secretrules: rule %s: secretGroup %d but %d groups", r.ID, r.SecretGroup, re.NumSubexp())
+		}
+		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup,
+			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, assign: strings.Contains(r.Regex, assignOp)}
+		if r.Entropy > 0 {
+			rule.minDistinct = int(math.Floor(math.Exp2(r.Entropy))) + 1
+		}
+		if strings.HasPrefix(strings.TrimPrefix(r.Regex, "(?i)"), contextPrefix) {
+			// The context before the keyword may match empty, so the
+			// window can begin at the keyword: the secret group is the
+			// same, and a window that fits the backtracking matcher is
+			// many times faster than one that needs the NFA.
+			rule.lookback = 0
+		}
+		for j, a := range r.Allowlists {
+			al, ok, err := compileAllow(a)
+			if err != nil {
+				return nil, fmt.Errorf("secretrules: rule %s allow-list %d: %w", r.ID, j, err)
+			}
+			if ok {
+				rule.allow = append(rule.allow, al)
+			}
+		}
+		idx := len(s.rules)
+		if idx >= maxRules {
+			return nil, fmt.Errorf("secretrules: more than %d rules", maxRules)
+		}
+		s.rules = append(s.rules, rule)
+		if len(r.Keywords) == 0 {
+			s.always.set(idx)
+		}
+		for _, k := range r.Keywords {
+			keywords = append(keywords, strings.ToLower(k))
+			owners = append(owners, idx)
+		}
+	}
+	s.ac = buildAutomaton(keywords, owners)
+	return s, nil
+}
+
+// compileAllow compiles an allow-list; ok is false when nothing in it can
+// apply to model output (it needs a file path or a commit).
+func compileAllow(a tomlAllow) (allowList, bool, error) {
+	al := allowList{target: a.RegexTarget, and: strings.EqualFold(a.Condition, "AND")}
+	if al.and && (len(a.Paths) > 0 || len(a.Commits) > 0) {
+		return al, false, nil // a path or commit that output never has
+	}
+	for _, x := range a.Regexes {
+		re, err := regexp.Compile(x)
+		if err != nil {
+			return al, false, err
+		}
+		al.regexes = append(al.regexes, re)
+	}
+	for _, w := range a.StopWords {
+		al.stopwords = append(al.stopwords, strings.ToLower(w))
+	}
+	if len(al.stopwords) > 0 {
+		al.stop = buildAutomaton(al.stopwords, make([]int, len(al.stopwords)))
+	}
+	return al, len(al.regexes) > 0 || len(al.stopwords) > 0, nil
+}
+
+// Rules returns the IDs of the rules in the set.
+func (s *Set) Rules() []string {
+	out := make([]string, len(s.rules))
+	for i, r := range s.rules {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// Find returns the credentials in text, in order of Start.
+func (s *Set) Find(text string, out []Match) []Match {
+	var hits bits
+	s.ac.scan(0, []byte(text), &hits)
+	return s.judge(text, 0, &hits, out)
+}
+
+// IsSecret reports whether s holds a credential, and the rule that says so.
+func (s *Set) IsSecret(v string) (string, bool) {
+	m := s.Find(v, nil)
+	if len(m) == 0 {
+		return "", false
+	}
+	return m[0].Rule, true
+}
+
+// judge runs the rules in hits (and those without keywords) over text,
+// whose first byte is at offset base, and appends what survives the
+// filters.
+func (s *Set) judge(text string, base int, hits *bits, out []Match) []Match {
+	for w := range hits {
+		for m := hits[w] | s.always[w]; m != 0; m &= m - 1 {
+			i := w*64 + trailingZeros(m)
+			out = s.rules[i].find(s, text, base, out)
+		}
+	}
+	return out
+}
+
+func (r *Rule) find(s *Set, text string, base int, out []Match) []Match {
+	for _, loc := range r.re.FindAllStringSubmatchIndex(text, -1) {
+		ms, me := loc[0], loc[1]
+		// gitleaks trims newlines off the match before reading groups.
+		for ms < me && text[ms] == '\n' {
+			ms++
+		}
+		for me > ms && text[me-1] == '\n' {
+			me--
+		}
+		ss, se := ms, me
+		if r.secretGroup > 0 {
+			ss, se = loc[2*r.secretGroup], loc[2*r.secretGroup+1]
+		} else {
+			for g := 1; 2*g+1 < len(loc); g++ {
+				if loc[2*g] >= 0 && loc[2*g+1] > loc[2*g] {
+					ss, se = loc[2*g], loc[2*g+1]
+					break
+				}
+			}
+		}
+		if ss < 0 || se <= ss {
+			continue
+		}
+		secret := text[ss:se]
+		if r.entropy != 0 && Entropy(secret) <= r.entropy {
+			continue
+		}
+		if documented[strings.ToLower(secret)] {
+			continue
+		}
+		line := lineAround(text, ms, me)
+		if allowed(s.global, secret, text[ms:me], line) || allowed(r.allow, secret, text[ms:me], line) {
+			continue
+		}
+		out = append(out, Match{Rule: r.ID, Start: base + ss, End: base + se})
+	}
+	return out
+}
+
+func lineAround(text string, s, e int) string {
+	a := strings.LastIndexByte(text[:s], '\n') + 1
+	b := strings.IndexByte(text[e:], '\n')
+	if b < 0 {
+		return text[a:]
+	}
+	return text[a : e+b]
+}
+
+func allowed(lists []allowList, secret, match, line string) bool {
+	for i := range lists {
+		a := &lists[i]
+		target := secret
+		switch a.target {
+		case "match":
+			target = match
+		case "line":
+			target = line
+		}
+		re := false
+		for _, x := range a.regexes {
+			if x.MatchString(target) {
+				re = true
+				break
+			}
+		}
+		sw := false
+		if len(a.stopwords) > 0 {
+			var hit bits
+			a.stop.scan(0, unsafe.Slice(unsafe.StringData(secret), len(secret)), &hit)
+			sw = !hit.empty()
+		}
+		if a.and {
+			if (len(a.regexes) == 0 || re) && (len(a.stopwords) == 0 || sw) {
+				return true
+			}
+		} else if re || sw {
+			return true
+		}
+	}
+	return false
+}
+
+// Entropy is the Shannon entropy of s in bits per byte, as gitleaks
+// computes it.
+func Entropy(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	var counts [256]int
+	for i := 0; i < len(s); i++ {
+		counts[s[i]]++
+	}
+	n := float64(len(s))
+	h := 0.0
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// minLen is the fewest bytes a match of the regex can have (0 when it
+// cannot be told).
+func minLen(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	return minBytes(re.Simplify())
+}
+
+// minSecretLen is the fewest bytes the reported group can have: group
+// n, or the first group, or the whole match when there is none. The first
+// group is a lower bound for "first non-empty group" too, as its
+// alternatives' lengths are each counted.
+func minSecretLen(expr string, n int) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	re = re.Simplify()
+	if n == 0 {
+		n = 1
+	}
+	var found *syntax.Regexp
+	var walk func(*syntax.Regexp)
+	walk = func(x *syntax.Regexp) {
+		if found != nil {
+			return
+		}
+		if x.Op == syntax.OpCapture && x.Cap == n {
+			found = x
+			return
+		}
+		for _, s := range x.Sub {
+			walk(s)
+		}
+	}
+	walk(re)
+	if found == nil {
+		return minBytes(re)
+	}
+	if n == 1 && re.MaxCap() > 1 {
+		// "the first non-empty group": the shortest of all groups.
+		m := minBytes(found)
+		var all func(*syntax.Regexp)
+		all = func(x *syntax.Regexp) {
+			if x.Op == syntax.OpCapture {
+				m = min(m, minBytes(x))
+			}
+			for _, s := range x.Sub {
+				all(s)
+			}
+		}
+		all(re)
+		return max(m, 1)
+	}
+	return minBytes(found)
+}
+
+func minBytes(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		n := 0
+		for _, r := range re.Rune {
+			n += max(1, len(string(r)))
+		}
+		return n
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture:
+		return minBytes(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, s := range re.Sub {
+			n += minBytes(s)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, s := range re.Sub {
+			if m := minBytes(s); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	case syntax.OpRepeat:
+		return re.Min * minBytes(re.Sub[0])
+	case syntax.OpPlus:
+		return minBytes(re.Sub[0])
+	}
+	return 0 // star, quest, empty-width assertions
+}

@@ -1,0 +1,214 @@
+package secretrules
+
+import (
+	"math/rand/v2"
+	"os"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// TestEveryRuleCompilesUnderRE2 reads the embedded file again and checks
+// each rule's regex against Go's RE2 syntax, and that only rules that
+// judge file paths are left out of the set.
+func TestEveryRuleCompilesUnderRE2(t *testing.T) {
+	var cfg tomlConfig
+	if err := toml.Unmarshal(gitleaksTOML, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Rules) < 200 {
+		t.Fatalf("%d rules in the embedded file, want the full default set", len(cfg.Rules))
+	}
+	kept := Default().Rules()
+	for _, r := range cfg.Rules {
+		if r.Regex == "" {
+			if r.Path == "" {
+				t.Errorf("rule %s has neither regex nor path", r.ID)
+			}
+			continue
+		}
+		if _, err := syntax.Parse(r.Regex, syntax.Perl); err != nil {
+			t.Errorf("rule %s: %v", r.ID, err)
+		}
+		if r.Path == "" && !r.SkipReport && !slices.Contains(kept, r.ID) {
+			t.Errorf("rule %s left out of the set", r.ID)
+		}
+		if r.Entropy < 0 {
+			t.Errorf("rule %s: negative entropy", r.ID)
+		}
+	}
+}
+
+// kinds are credentials each rule set must know, and look-alikes it must not flag.
+var kinds = []struct {
+	name, text string
+	rule       string // "" = must not be found
+}{
+	{"stripe live", "key sk_live_51HqLyjWDarjtT1zdp7dcXz ok", "stripe-access-token"},
+	{"slack bot", "xoxb-2984561237-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "slack-bot-token"},
+	{"sendgrid", "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", "sendgrid-api-token"},
+	{"anthropic", "sk-ant-api03-" + strings.Repeat("aB3_dE5-fG7h", 8)[:93] + "AA", "anthropic-api-key"},
+	{"npm", "npm_4f8Kd9Lq2Xz7Vb3Nm6Pw1Rt5Yh8Jc0Ga2Se4", "npm-access-token"},
+	{"aws", "AKIA2E3ZQF7B2LMC4XRW", "aws-access-token"},
+	{"github", "ghp_8kZq3Lm2Nx7Vb4Qw9Er1Ty6Ui0Op5As3Df8G", "github-pat"},
+	{"openai", "sk-proj-" + strings.Repeat("Xq3Lm9Vb2N", 6)[:58] + "T3BlbkFJ" + strings.Repeat("Kd4Qw8Er1T", 6)[:58], "openai-api-key"},
+	{"google", "AIzaSyD4kX9pQ2mW7vR3tY8uN1bC6hJ0fL5gE2a", "gcp-api-key"},
+	{"hugging face", "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", "huggingface-access-token"},
+	{"aws documented example", "AKIAIOSFODNN7EXAMPLE", ""},
+	{"stripe documented test key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", ""},
+	{"commit sha", "fixed in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39", ""},
+	{"uuid", "request 123e4567-e89b-12d3-a456-426614174000", ""},
+	{"prose about keys", "The API key is the thing that you need, and the token expires daily.", ""},
+	{"placeholder", "export OPENAI_API_KEY=<your-api-key>", ""},
+}
+
+func TestKinds(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			ms := Default().Find(k.text, nil)
+			if k.rule == "" {
+				if len(ms) > 0 {
+					t.Fatalf("found %+v", ms)
+				}
+				return
+			}
+			for _, m := range ms {
+				if m.Rule == k.rule {
+					return
+				}
+			}
+			t.Fatalf("rule %s did not fire (got %+v)", k.rule, ms)
+		})
+	}
+}
+
+// streamAll feeds text in the given pieces and returns the matches.
+func streamAll(text string, cuts []int) []Match {
+	z := Default().NewStream(nil)
+	var out []Match
+	rep := func(m Match, _ string) { out = append(out, m) }
+	prev := 0
+	for _, c := range append(cuts, len(text)) {
+		z.Write([]byte(text[prev:c]), rep)
+		if h := z.Held(); h > c {
+			panic("held past the end")
+		}
+		prev = c
+	}
+	z.Close(rep)
+	slices.SortFunc(out, func(a, b Match) int {
+		if a.Start != b.Start {
+			return a.Start - b.Start
+		}
+		return strings.Compare(a.Rule, b.Rule)
+	})
+	return slices.Compact(out)
+}
+
+func splitCheck(t *testing.T, text string, r *rand.Rand) []Match {
+	t.Helper()
+	whole := streamAll(text, nil)
+	var bytewise []int
+	for i := 1; i < len(text); i++ {
+		bytewise = append(bytewise, i)
+	}
+	var random []int
+	for i := 0; i < len(text); i += 1 + r.IntN(17) {
+		if i > 0 {
+			random = append(random, i)
+		}
+	}
+	for name, cuts := range map[string][]int{"bytewise": bytewise, "random": random} {
+		if got := streamAll(text, cuts); !slices.Equal(got, whole) {
+			t.Fatalf("%s split of %q: %+v, whole: %+v", name, text, got, whole)
+		}
+	}
+	return whole
+}
+
+func TestStreamSplitIndependence(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 2))
+	for _, k := range kinds {
+		text := "Here it is: " + k.text + "\nand the rest of the answer, with api_key = \"Zq8kW2vR5xLm3N\" too."
+		whole := splitCheck(t, text, r)
+		if got := Default().Find(text, nil); k.rule != "" && len(got) > 0 && len(whole) == 0 {
+			t.Fatalf("%s: found whole-text but not streamed", k.name)
+		}
+	}
+}
+
+func TestStreamAgreesWithFind(t *testing.T) {
+	for _, k := range kinds {
+		whole := streamAll(k.text, nil)
+		found := Default().Find(k.text, nil)
+		if (len(whole) > 0) != (len(found) > 0) {
+			t.Errorf("%s: stream %+v, Find %+v", k.name, whole, found)
+		}
+	}
+}
+
+func FuzzStream(f *testing.F) {
+	for _, k := range kinds {
+		f.Add(k.text, uint64(1))
+	}
+	f.Fuzz(func(t *testing.T, text string, seed uint64) {
+		if len(text) > 4096 {
+			return
+		}
+		r := rand.New(rand.NewPCG(seed, 7))
+		for _, m := range splitCheck(t, text, r) {
+			if m.Start < 0 || m.End > len(text) || m.Start >= m.End {
+				t.Fatalf("span %+v outside %d bytes", m, len(text))
+			}
+		}
+	})
+}
+
+// benchText is a KiB of ordinary answer text with the words that wake the
+// keyword filter ("key", "token", "api", "they").
+var benchText = strings.Repeat("They asked how the API key and the access token are rotated; the answer: "+
+	"run the job nightly, check the logs, and keep the config in version control. ", 8)[:1024]
+
+func BenchmarkStreamKiB(b *testing.B) {
+	s := Default()
+	buf := make([]byte, 0, 4096)
+	b.SetBytes(int64(len(benchText)))
+	b.ReportAllocs()
+	for b.Loop() {
+		z := s.NewStream(buf)
+		for i := 0; i < len(benchText); i += 64 {
+			z.Write([]byte(benchText[i:min(i+64, len(benchText))]), func(Match, string) {})
+		}
+		z.Close(func(Match, string) {})
+		buf = z.Buffer()
+	}
+}
+
+// BenchmarkStreamTypical reads the repetition check's benign corpus
+// (prose, a list, Go code, a poem, a table) in 16-byte chunks, as the
+// gateway feeds streamed text; ns/op is per pass over the whole text.
+func BenchmarkStreamTypical(b *testing.B) {
+	var text []byte
+	for _, f := range []string{"pass_prose_essay.txt", "pass_numbered_list.txt", "pass_go_code.go.txt", "pass_poem_refrain.txt", "pass_markdown_table.txt"} {
+		d, err := os.ReadFile("../validator/repetition/testdata/corpus/" + f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		text = append(text, d...)
+	}
+	s := Default()
+	buf := make([]byte, 0, 8192)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		z := s.NewStream(buf)
+		for i := 0; i < len(text); i += 16 {
+			z.Write(text[i:min(i+16, len(text))], func(Match, string) {})
+		}
+		z.Close(func(Match, string) {})
+		buf = z.Buffer()
+	}
+}

@@ -1,0 +1,201 @@
+package secretrules
+
+import "unsafe"
+
+// Stream applies a Set to text that arrives in pieces, with the same
+// matches however the text is split.
+//
+// The secret of every rule is one word (no white space, quotes, brackets
+// or separators: gitleaks' secret groups are runs of key characters), so a
+// rule is judged when a word ends: at the byte after it, or at Close. The keyword automaton
+// runs over every byte; a word is judged only when a keyword ended in it
+// or at most reach bytes before it (an assignment "api_key = VALUE" puts
+// the value a few bytes after its keyword), and only when it is at least
+// minSecret bytes long. The rules see a window of the text from a little
+// before the first keyword of the run to the white space after the word,
+// so the context a rule reads ("stripe ... = VALUE") is there, and the
+// judging points depend only on the bytes, not on how they arrived.
+//
+// Held reports where the word in progress begins: no match can start
+// before it any more.
+type Stream struct {
+	set       *Set
+	st        int32
+	buf       []byte
+	bufStart  int // offset of buf[0]
+	off       int
+	wordStart int // offset of the word in progress, -1 between words
+	// recent are the last keywords seen: where each ended and the rules
+	// it wakes (an index into the automaton's outputs).
+	recent  [16]hit
+	nRecent int
+	lastHit int // offset just after the last keyword, -1 for none
+	scratch []Match
+}
+
+type hit struct {
+	start, end int
+	out        int32
+}
+
+const (
+	// reach is how far after its keyword a rule's secret may begin.
+	reach = 48
+	// before is how much text before a keyword a window keeps.
+	before = 64
+	// minSecret is the shortest word that is judged.
+	minSecret = 8
+	// maxBuf bounds the text kept; longer words are judged on their
+	// last maxBuf bytes.
+	maxBuf = 64 << 10
+)
+
+// NewStream starts a stream; buf, if not nil, is reused as its buffer.
+func (s *Set) NewStream(buf []byte) *Stream {
+	return &Stream{set: s, buf: buf[:0], wordStart: -1, lastHit: -1}
+}
+
+// Buffer returns the stream's buffer for reuse by another stream.
+func (z *Stream) Buffer() []byte { return z.buf[:0] }
+
+// Held returns the offset before which no further match can start.
+func (z *Stream) Held() int {
+	if z.wordStart >= 0 {
+		return z.wordStart
+	}
+	return z.off
+}
+
+// breaks marks the bytes that end a word: white space, quotes, brackets
+// and separators, none of which a rule's secret group holds.
+var breaks = func() (t [256]bool) {
+	for _, c := range []byte(" \n\t\r\f\v\"'`(){}[]<>,;|\\") {
+		t[c] = true
+	}
+	return t
+}()
+
+// Write feeds p and calls report for each match found in it.
+func (z *Stream) Write(p []byte, report func(Match, string)) {
+	a := &z.set.ac
+	n := int32(a.classes)
+	st := z.st
+	start := 0
+	for i, c := range p {
+		st = a.next[st*n+int32(a.class[c])]
+		if o := a.outAt[st]; o >= 0 {
+			at := z.off + i + 1
+			z.recent[z.nRecent%len(z.recent)] = hit{start: at - int(a.depth[st]), end: at, out: o}
+			z.nRecent++
+			z.lastHit = at
+		}
+		if breaks[c] {
+			if z.wordStart >= 0 {
+				z.append(p[start : i+1])
+				start = i + 1
+				z.endWord(z.off+i+1, report)
+			}
+		} else if z.wordStart < 0 {
+			z.wordStart = z.off + i
+		}
+	}
+	z.st = st
+	z.append(p[start:])
+	z.off += len(p)
+	z.trim()
+}
+
+func (z *Stream) append(p []byte) {
+	z.buf = append(z.buf, p...)
+}
+
+// trim drops text no window can reach any more.
+func (z *Stream) trim() {
+	keep := z.off - reach - before - z.set.ac.maxKey
+	if z.wordStart >= 0 {
+		keep = min(keep, z.wordStart-reach-before-z.set.ac.maxKey)
+	}
+	keep = max(keep, z.off-maxBuf)
+	if d := keep - z.bufStart; d > 4096 && d < len(z.buf) {
+		n := copy(z.buf, z.buf[d:])
+		z.buf = z.buf[:n]
+		z.bufStart = keep
+	}
+}
+
+// endWord judges the word that ended at end (the white space after it
+// included), if a keyword is near.
+func (z *Stream) endWord(end int, report func(Match, string)) {
+	ws := z.wordStart
+	z.wordStart = -1
+	if z.lastHit < 0 || z.lastHit+reach < ws || end-ws <= minSecret {
+		return
+	}
+	// The rules woken by a keyword in this word or within reach before
+	// it, and where the earliest of those keywords ends.
+	var rules bits
+	kwStart := -1
+	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
+		if h := z.recent[i%len(z.recent)]; h.end+reach >= ws {
+			rules.or(&z.set.ac.outs[h.out])
+			if kwStart < 0 {
+				kwStart = h.start
+			}
+		}
+	}
+	if kwStart < 0 {
+		return
+	}
+	assign := z.hasAssign(max(z.bufStart, kwStart), end)
+	distinct := z.distinct(max(z.bufStart, ws), end)
+	for w := range rules {
+		for m := rules[w]; m != 0; m &= m - 1 {
+			i := w*64 + trailingZeros(m)
+			r := &z.set.rules[i]
+			from := max(z.bufStart, kwStart-r.lookback, end-maxBuf)
+			if end-from < r.minLen || end-ws < r.minSecret || r.assign && !assign || distinct < r.minDistinct {
+				continue // too short, no operator, or too few bytes for its entropy
+			}
+			t := z.buf[from-z.bufStart : end-z.bufStart]
+			text := unsafe.String(unsafe.SliceData(t), len(t))
+			z.scratch = r.find(z.set, text, from, z.scratch[:0])
+			for _, m := range z.scratch {
+				if m.End > ws {
+					report(m, text[m.Start-from:m.End-from])
+				}
+			}
+		}
+	}
+}
+
+// hasAssign reports whether the text from..end holds a byte of an
+// assignment operator.
+func (z *Stream) hasAssign(from, end int) bool {
+	for _, c := range z.buf[from-z.bufStart : end-z.bufStart] {
+		switch c {
+		case '=', '>', ':', '|', ',':
+			return true
+		}
+	}
+	return false
+}
+
+// distinct counts the different bytes in the text from..end.
+func (z *Stream) distinct(from, end int) int {
+	var seen [4]uint64
+	n := 0
+	for _, c := range z.buf[from-z.bufStart : end-z.bufStart] {
+		if seen[c>>6]&(1<<(c&63)) == 0 {
+			seen[c>>6] |= 1 << (c & 63)
+			n++
+		}
+	}
+	return n
+}
+
+// Close judges the last word.
+func (z *Stream) Close(report func(Match, string)) {
+	if z.wordStart >= 0 {
+		z.endWord(z.off, report)
+	}
+}
