@@ -456,7 +456,7 @@ func TestPoisonedServerThroughAegis(t *testing.T) {
 	if s := fmt.Sprint(stepOf(t, tr, "add")); !strings.Contains(s, "aegis_prompt_injection") {
 		t.Errorf("call to the hidden tool: %s", s)
 	}
-	if !strings.Contains(stderr, `"tool":"add"`) {
+	if !strings.Contains(stderr, `"item":"add"`) {
 		t.Errorf("no warning about add:\n%s", stderr)
 	}
 	// The rug pull: fact's description changes after it was pinned.

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +34,7 @@ type Proxy struct {
 	Clock clock.Clock
 
 	mu      sync.Mutex
-	hidden  map[string]validator.Finding // tools hidden from listings: calls to them are refused
+	hidden  map[string]validator.Finding // items hidden from listings, by path: requests for them are refused
 	schemas map[string]json.RawMessage   // the input schema of every tool listed, by name
 }
 
@@ -56,10 +55,13 @@ func (p *Proxy) setSchema(name string, schema json.RawMessage) {
 
 func (p *Proxy) now() time.Time { return clock.Or(p.Clock).Now() }
 
-func (p *Proxy) hiddenTool(name string) (validator.Finding, bool) {
+// hiddenItem reports a tool, prompt or resource hidden from its listing
+// ("tools/NAME", "prompts/NAME", "resources/URI"): requests for it are
+// refused.
+func (p *Proxy) hiddenItem(item string) (validator.Finding, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f, ok := p.hidden[name]
+	f, ok := p.hidden[item]
 	return f, ok
 }
 
@@ -92,6 +94,9 @@ type Session struct {
 	mu sync.Mutex
 	// pending are the client's requests the server has not answered.
 	pending map[string]*call
+	// reply sends a message to the server (an answer to a server request
+	// Aegis refused); set by the transport.
+	reply func([]byte)
 }
 
 // NewSession starts the state of one client connection.
@@ -131,7 +136,11 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
 	}
-	if m.Method != "tools/call" {
+	switch m.Method {
+	case "prompts/get", "resources/read":
+		return s.requestItem(m, c, key, raw)
+	case "tools/call":
+	default:
 		return raw, nil
 	}
 	var params struct {
@@ -163,8 +172,30 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	return nil, ErrorResponse(m.ID, CodeRefused, msg, map[string]any{"reason": v.Reason, "tool": params.Name, "verdict": v})
 }
 
+// requestItem notes which prompt or resource a prompts/get or
+// resources/read asks for, and refuses one hidden from its listing.
+func (s *Session) requestItem(m *Message, c *call, key string, raw []byte) (toServer, toClient []byte) {
+	var params struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	_ = json.Unmarshal(m.Params, &params)
+	item := "prompts/" + params.Name
+	c.tool = params.Name
+	if m.Method == "resources/read" {
+		item, c.tool = "resources/"+params.URI, params.URI
+	}
+	f, ok := s.p.hiddenItem(item)
+	if !ok {
+		return raw, nil
+	}
+	s.forget(key)
+	return nil, ErrorResponse(m.ID, CodeRefused, fmt.Sprintf("aegis_%s: Aegis refused %s %q: it was hidden from the listing: %s", f.Reason, m.Method, c.tool, f.Message),
+		map[string]any{"reason": f.Reason})
+}
+
 func (s *Session) judgeCall(ctx context.Context, c *call, name string, args json.RawMessage) *validator.Verdict {
-	if f, ok := s.p.hiddenTool(name); ok {
+	if f, ok := s.p.hiddenItem("tools/" + name); ok {
 		return failVerdict(f.Reason, validator.RiskHigh, f)
 	}
 	v, err := s.p.Judge.JudgeCall(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name))
@@ -209,7 +240,10 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
 		s.p.Judge.Log.Warn("mcp: dropped a malformed message from the server", "server", s.p.Server, "err", err.Error())
 		return nil
 	}
-	if m.Kind != KindResponse {
+	switch m.Kind {
+	case KindRequest:
+		return s.judgeServerRequest(ctx, m)
+	case KindNotification:
 		return raw
 	}
 	key := m.IDKey()
@@ -226,12 +260,15 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
 }
 
 func (s *Session) judgeResponse(ctx context.Context, m *Message, c *call) []byte {
+	if _, ok := listings[c.method]; ok && m.Result != nil {
+		return s.judgeList(ctx, m, c.method)
+	}
 	switch c.method {
-	case "tools/list":
+	case "prompts/get", "resources/read":
 		if m.Result == nil {
 			return m.Raw
 		}
-		return s.judgeListing(ctx, m)
+		return s.judgeContents(ctx, m, c)
 	case "tools/call", "tasks/result":
 		if m.Result == nil {
 			if c.reqID != "" {
@@ -257,7 +294,7 @@ func (s *Session) judgeByShape(ctx context.Context, m *Message) []byte {
 	}
 	switch {
 	case shape.Tools != nil:
-		return s.judgeListing(ctx, m)
+		return s.judgeList(ctx, m, "tools/list")
 	case shape.Content != nil:
 		return s.judgeResult(ctx, m, &call{method: "tools/call", tool: "(unknown)", start: s.p.now()})
 	}
@@ -295,66 +332,6 @@ func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
 	b, err := ResultResponse(m.ID, out)
 	if err != nil {
 		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged result", nil)
-	}
-	return b
-}
-
-// judgeListing screens a tools/list result: poisoned or changed tools are
-// listed with a warning, hidden, or the listing is refused, by policy.
-func (s *Session) judgeListing(ctx context.Context, m *Message) []byte {
-	var res map[string]json.RawMessage
-	if err := json.Unmarshal(m.Result, &res); err != nil {
-		return m.Raw
-	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(res["tools"], &tools); err != nil {
-		return m.Raw
-	}
-	kept := tools[:0:0]
-	hid := 0
-	var refused *validator.Verdict
-	for _, raw := range tools {
-		rep, err := s.p.Judge.JudgeTool(ctx, s.p.Server, raw)
-		if err != nil {
-			s.p.Judge.Log.Warn("mcp: a listed tool was not judged", "server", s.p.Server, "err", err.Error())
-			kept = append(kept, raw)
-			continue
-		}
-		s.p.setSchema(rep.Tool, rep.Schema)
-		if len(rep.Findings) == 0 {
-			s.p.setHidden(rep.Tool, nil)
-			kept = append(kept, raw)
-			continue
-		}
-		v := worst(rep.Findings)
-		v.Reason = validator.ReasonPromptInjection
-		s.p.flagTool(rep, v)
-		switch rep.Action {
-		case ActionWarn:
-			s.p.setHidden(rep.Tool, nil)
-			kept = append(kept, raw)
-		case ActionHide:
-			s.p.setHidden(rep.Tool, &rep.Findings[0])
-			hid++
-		case ActionRefuse:
-			s.p.setHidden(rep.Tool, &rep.Findings[0])
-			if refused == nil {
-				refused = v
-			}
-		}
-	}
-	if refused != nil {
-		return ErrorResponse(m.ID, CodeRefused, "aegis_prompt_injection: Aegis refused the tool listing: "+refused.Findings[0].Message,
-			map[string]any{"reason": refused.Reason, "verdict": refused})
-	}
-	if hid == 0 {
-		return m.Raw
-	}
-	list, _ := json.Marshal(kept)
-	res["tools"] = list
-	b, err := ResultResponse(m.ID, res)
-	if err != nil {
-		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged tool list", nil)
 	}
 	return b
 }
@@ -457,29 +434,4 @@ func (p *Proxy) metricTool(name string) string {
 		return name
 	}
 	return "(unlisted)"
-}
-
-// flagTool records a flagged tool in a listing as an incident.
-func (p *Proxy) flagTool(rep ToolReport, v *validator.Verdict) {
-	id := newRequestID()
-	route := routePrefix + "tools/list"
-	p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool})
-	vv := *v
-	kind, outcome := events.Halt, events.OutcomeBlocked
-	if rep.Action == ActionWarn {
-		// Listed with a warning: recorded, not counted as a halt.
-		vv.Action = validator.ActionRelease
-		kind, outcome = events.Flag, events.OutcomeReleased
-	} else {
-		vv.Action = validator.ActionBlock
-	}
-	p.publish(events.Event{Kind: kind, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Attempt: 1, Verdict: &vv})
-	p.publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Outcome: outcome})
-	p.Metrics.tool(p.Server, rep.Tool, rep)
-	msgs := make([]string, 0, len(rep.Findings))
-	for _, f := range rep.Findings {
-		msgs = append(msgs, f.Message)
-	}
-	p.Judge.Log.Warn("mcp: tool flagged", "server", p.Server, "tool", rep.Tool, "action", rep.Action.String(),
-		"changed", rep.Changed, "findings", strings.Join(msgs, "; "))
 }
