@@ -181,7 +181,9 @@ func isASCII(s string) bool {
 }
 
 // skeleton is what two names that look alike share.
-func skeleton(name string) string { return strings.ReplaceAll(textnorm.Normalize(guard.Words(name)), " ", "") }
+func skeleton(name string) string {
+	return strings.ReplaceAll(textnorm.Normalize(guard.Words(name)), " ", "")
+}
 
 // walkSchema calls f for every string in a JSON schema (descriptions,
 // titles, enums, defaults) with its path, and for every property name

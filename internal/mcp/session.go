@@ -97,10 +97,28 @@ type Session struct {
 	// reply sends a message to the server (an answer to a server request
 	// Aegis refused); set by the transport.
 	reply func([]byte)
+	// wake is signalled when a call with a deadline starts, so the
+	// transport's timer re-arms.
+	wake chan struct{}
 }
 
 // NewSession starts the state of one client connection.
-func (p *Proxy) NewSession() *Session { return &Session{p: p, pending: map[string]*call{}} }
+func (p *Proxy) NewSession() *Session {
+	return &Session{p: p, pending: map[string]*call{}, wake: make(chan struct{}, 1)}
+}
+
+// nextDeadline returns the earliest deadline of the calls in flight.
+func (s *Session) nextDeadline() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	for _, c := range s.pending {
+		if !c.deadline.IsZero() && (next.IsZero() || c.deadline.Before(next)) {
+			next = c.deadline
+		}
+	}
+	return next, !next.IsZero()
+}
 
 // FromClient judges one message from the client. It returns what to send
 // the server (nil: nothing) and what to answer the client at once (nil:
@@ -126,33 +144,51 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	if t := s.p.Judge.Config.CallTimeout; t > 0 {
 		c.deadline = now.Add(t)
 	}
+	// What the call names is set before it is in flight: the timer may
+	// expire it at once.
+	var params struct {
+		Name      string          `json:"name"`
+		URI       string          `json:"uri"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	switch m.Method {
+	case "tools/call":
+		if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+			return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, "aegis: tools/call needs params with a tool name", nil)
+		}
+		c.tool, c.reqID = params.Name, newRequestID()
+	case "prompts/get":
+		_ = json.Unmarshal(m.Params, &params)
+		c.tool = params.Name
+	case "resources/read":
+		_ = json.Unmarshal(m.Params, &params)
+		c.tool = params.URI
+	}
 	s.mu.Lock()
 	_, dup := s.pending[key]
 	if !dup {
 		s.pending[key] = c
 	}
 	s.mu.Unlock()
+	if !dup && !c.deadline.IsZero() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
 	if dup {
 		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
 	}
 	switch m.Method {
-	case "prompts/get", "resources/read":
-		return s.requestItem(m, c, key, raw)
+	case "prompts/get":
+		return s.requestItem(m, c, key, "prompts/"+c.tool, raw)
+	case "resources/read":
+		return s.requestItem(m, c, key, "resources/"+c.tool, raw)
 	case "tools/call":
 	default:
 		return raw, nil
 	}
-	var params struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
-		s.forget(key)
-		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, "aegis: tools/call needs params with a tool name", nil)
-	}
-	c.tool = params.Name
-	c.reqID = newRequestID()
 	s.p.publish(events.Event{Kind: events.RequestStarted, RequestID: c.reqID, Route: routePrefix + "tools/call", Upstream: s.p.Server, Model: c.tool})
 	v := s.judgeCall(ctx, c, params.Name, params.Arguments)
 	if v == nil {
@@ -174,17 +210,7 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 
 // requestItem notes which prompt or resource a prompts/get or
 // resources/read asks for, and refuses one hidden from its listing.
-func (s *Session) requestItem(m *Message, c *call, key string, raw []byte) (toServer, toClient []byte) {
-	var params struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
-	_ = json.Unmarshal(m.Params, &params)
-	item := "prompts/" + params.Name
-	c.tool = params.Name
-	if m.Method == "resources/read" {
-		item, c.tool = "resources/"+params.URI, params.URI
-	}
+func (s *Session) requestItem(m *Message, c *call, key, item string, raw []byte) (toServer, toClient []byte) {
 	f, ok := s.p.hiddenItem(item)
 	if !ok {
 		return raw, nil

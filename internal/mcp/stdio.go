@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/aegis-sentinel/aegis/internal/clock"
 )
 
 // lockedWriter writes whole messages, one at a time, each with a newline.
@@ -32,10 +34,6 @@ func (l *lockedWriter) send(msgs ...[]byte) error {
 	}
 	return l.err
 }
-
-// StdioTick is how often the stdio proxy looks for calls past their
-// deadline.
-var StdioTick = time.Second
 
 // ShutdownGrace is how long the server may take to exit after its input
 // closed before it is killed.
@@ -85,6 +83,7 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 	sess := p.NewSession()
 	client := &lockedWriter{w: out}
 	server := &lockedWriter{w: sin}
+	sess.reply = func(b []byte) { server.send(b) }
 	limit := p.Judge.Config.MaxMessageBytes
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -145,22 +144,37 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 		}
 	}()
 
-	// timeouts
+	// timeouts: a timer on the proxy's clock at the earliest deadline,
+	// re-armed when a call starts or ends.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(StdioTick)
-		defer t.Stop()
+		clk := clock.Or(p.Clock)
 		for {
+			var fire <-chan time.Time
+			var t clock.Timer
+			if d, ok := sess.nextDeadline(); ok {
+				t = clk.NewTimer(max(d.Sub(clk.Now()), 0))
+				fire = t.C()
+			}
 			select {
-			case now := <-t.C:
-				back, up := sess.Expire(now)
+			case <-fire:
+				back, up := sess.Expire(clk.Now())
 				server.send(up...)
 				client.send(back...)
+			case <-sess.wake:
+			case <-serverDone:
+			case <-ctx.Done():
+			}
+			if t != nil {
+				t.Stop()
+			}
+			select {
 			case <-serverDone:
 				return
 			case <-ctx.Done():
 				return
+			default:
 			}
 		}
 	}()
