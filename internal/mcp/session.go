@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -125,6 +126,11 @@ func (s *Session) nextDeadline() (time.Time, bool) {
 // nothing): an error for a malformed message, a duplicate id or a refused
 // call.
 func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClient []byte) {
+	if !utf8.Valid(raw) { // JSON is UTF-8; a server may drop such a line without an answer
+		at := invalidAt(raw)
+		return nil, ErrorResponse(lenientID(raw), jsonrpc.CodeParseError,
+			fmt.Sprintf("aegis: malformed JSON-RPC message from the client: invalid UTF-8 at byte %d", at), nil)
+	}
 	m, err := Decode(raw)
 	if err != nil {
 		return nil, ErrorResponse(lenientID(raw), Code(err), "aegis: malformed JSON-RPC message from the client: "+err.Error(), nil)
@@ -412,6 +418,18 @@ func (s *Session) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.pending)
+}
+
+// invalidAt returns the offset of the first invalid UTF-8 byte in b.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // lenientID digs the id out of a message that did not decode, so its

@@ -65,6 +65,7 @@ func TestBadInputFromTheClient(t *testing.T) {
 		{"a bad id", `{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, -32600, nil},
 		{"a line over the limit", `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"p":"` + strings.Repeat("y", 2000) + `"}}`, -32600, 3.0},
 		{"tools/call without a name", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}`, -32602, 4.0},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"a\xff\"}}}", -32700, 5.0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
