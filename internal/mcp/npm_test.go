@@ -408,8 +408,8 @@ func TestDifferentialFilesystem(t *testing.T) {
 	if !strings.Contains(joinRaw(proxied.Steps), "a note") {
 		t.Error("read_text_file did not return the note")
 	}
-	if strings.Contains(stderr, "tool flagged") {
-		t.Errorf("server-filesystem's own tools were flagged:\n%s", grepLines(stderr, "tool flagged"))
+	if strings.Contains(stderr, "mcp: flagged") {
+		t.Errorf("server-filesystem's own tools were flagged:\n%s", grepLines(stderr, "mcp: flagged"))
 	}
 }
 
