@@ -80,35 +80,49 @@ type ToolResultScore struct {
 	Suspect bool
 	// Verb is the action a request in the data asks for ("" when none).
 	Verb string
+	// Kind is what the result was read as.
+	Kind DocKind
 }
 
 // ScoreToolResult judges a tool result for indirect prompt injection.
+// The result is read as the document it is (see DetectKind and
+// Readable): only the text written for a reader is scored, window by
+// window, against the threshold calibrated for its kind on ordinary
+// documents, so that neither a file's code nor its length raises the
+// score.
 func (g *Guard) ScoreToolResult(text string) ToolResultScore {
-	s := g.score(text, classifier.HeadInjection)
-	out := ToolResultScore{Prob: s.Prob}
+	kind := DetectKind(text)
 	h, _ := g.model.Head(classifier.HeadInjection)
-	switch {
-	case s.HighRisk:
-		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
-	case s.Flag:
-		out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
+	raw := g.model.WindowMax(Readable(text, kind), classifier.HeadInjection)
+	out := ToolResultScore{Kind: kind}
+	if h != nil {
+		out.Prob = h.Prob(raw)
+		thr, high := docThreshold(h, kind)
+		switch {
+		case raw >= high:
+			out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores a passage of this %s p=%.2f", kind, out.Prob)
+		case raw >= thr:
+			out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("the classifier scores a passage of this %s p=%.2f", kind, out.Prob)
+		}
+		if raw >= thr-1 {
+			out.Suspect = true
+		}
 	}
-	if h != nil && s.Raw >= h.Threshold-1 {
-		out.Suspect = true
-	}
-	if m := overrideRE.FindString(text); m != "" {
+	if m := findOverride(text); m != "" {
 		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("it addresses the agent: %q", clip(m))
 	}
-	for _, m := range requestRE.FindAllStringSubmatchIndex(text, 32) {
-		verb := strings.ToLower(text[m[2]:m[3]])
-		rest := text[m[4]:m[5]]
-		if out.Verb == "" {
-			out.Verb = verb
-		}
-		out.Suspect = true
-		if ownedRE.MatchString(rest) && out.Risk < validator.RiskMedium {
-			out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("it asks to act on the user's behalf: %q", clip(strings.TrimSpace(text[m[2]:m[5]])))
-			out.Verb = verb
+	for _, line := range requestLines(text) {
+		for _, m := range requestRE.FindAllStringSubmatchIndex(line, 32) {
+			verb := strings.ToLower(line[m[2]:m[3]])
+			rest := line[m[4]:m[5]]
+			if out.Verb == "" {
+				out.Verb = verb
+			}
+			out.Suspect = true
+			if ownedRE.MatchString(rest) && out.Risk < validator.RiskMedium {
+				out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("it asks to act on the user's behalf: %q", clip(strings.TrimSpace(line[m[2]:m[5]])))
+				out.Verb = verb
+			}
 		}
 	}
 	if out.Risk >= validator.RiskMedium {

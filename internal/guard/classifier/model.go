@@ -306,6 +306,13 @@ func (h *Head) rawMax(f *features, window, stride int, buf *[]float32) float32 {
 	if window <= 0 || f.nWords <= window {
 		return best
 	}
+	return max(best, h.windows(f, window, stride, buf))
+}
+
+// windows is the maximum raw score over the windows of a text longer
+// than window words.
+func (h *Head) windows(f *features, window, stride int, buf *[]float32) float32 {
+	best := float32(math.Inf(-1))
 	// Prefix sums per word of word-feature and char-feature weights and counts.
 	nw := f.nWords + 1
 	need := 4 * nw
@@ -352,4 +359,45 @@ func sortedNames[M ~map[string]V, V any](m M) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// WindowMax scores text with one head in fixed windows only: the maximum
+// raw score over windows of m.Window words (stride m.Stride), the whole
+// text counting as one window when it is shorter, and over the decoded
+// base64 payloads scored the same way. Unlike Scores, no score is taken
+// over the whole of a long text, whose weight sum grows with its length:
+// a window's score does not depend on how much text surrounds it. It
+// returns -Inf when the model has no such head or the text has no words.
+func (m *Model) WindowMax(text, head string) float32 {
+	hi := -1
+	for i := range m.Heads {
+		if m.Heads[i].Name == head {
+			hi = i
+		}
+	}
+	if hi < 0 {
+		return float32(math.Inf(-1))
+	}
+	return m.windowMax(text, &m.Heads[hi], 0)
+}
+
+func (m *Model) windowMax(text string, h *Head, depth int) float32 {
+	f := textFeatures(text, m.Bits, m.Meta.featOpts())
+	sums := sumPool.Get().(*[]float32)
+	best := float32(math.Inf(-1))
+	if f.nWords > 0 {
+		if m.Window <= 0 || f.nWords <= m.Window {
+			best = h.rawWhole(f)
+		} else {
+			best = h.windows(f, m.Window, m.Stride, sums)
+		}
+	}
+	sumPool.Put(sums)
+	featPool.Put(f)
+	if depth < maxDepth {
+		for _, p := range textnorm.Payloads(text) {
+			best = max(best, m.windowMax(p, h, depth+1))
+		}
+	}
+	return best
 }
