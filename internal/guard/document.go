@@ -442,8 +442,8 @@ var entities = strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&quo
 
 func htmlText(s string) string { return entities.Replace(s) }
 
-// jsonSpans emits every string value (and every key of three words or
-// more) of a JSON document; a string that is itself JSON is read too.
+// jsonSpans emits every string of two words or more (values, rarely
+// keys) of a JSON document; a string that is itself JSON is read too.
 func jsonSpans(text string, emit func(string)) {
 	d := json.NewDecoder(strings.NewReader(text))
 	d.UseNumber()
@@ -461,8 +461,10 @@ func jsonSpans(text string, emit func(string)) {
 			jsonSpans(t, emit)
 			continue
 		}
-		emit(s)
-		n++
+		if strings.Contains(strings.TrimSpace(s), " ") { // keys and codes are single words
+			emit(s)
+			n++
+		}
 	}
 }
 

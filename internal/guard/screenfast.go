@@ -21,7 +21,7 @@ import (
 // (in lower case).
 var overrideAnchors = []string{"ignor", "disregard", "forget", "overrid", "skip", "instruction", "important", "information",
 	"system", "assistant", "model", "agent", "gpt", "claude", "llama", "gemini", "chatbot", "llm", "before", "user",
-	"strictly", "stop", "halt", "dear", "hey", "attention", "note", "ai"}
+	"strictly", "stop", "halt", "dear", "hey", "attention", "note", "ai", "message", "忽略"}
 
 // requestMarkers: a line without one of these cannot raise a tool
 // result's risk through requestRE (ownedRE needs "my" or "user"; the

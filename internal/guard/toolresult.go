@@ -38,6 +38,11 @@ var overrideRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
 	`\bstrictly\s+adhere\s+to\s+the\s+following\b`,
 	`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`,
 	`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`,
+	// The agent addressed by its role, then told to drop its task or act.
+	`\b(?:ai|assistant|agent|model|chatbot|llm)\s*[:,]\s*(?:please\s+)?(?:ignore|disregard|forget|override|email|send|forward|transfer|delete|share|upload|export)\b`,
+	`\b(?:message|instructions?|notice|note)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|agent|model|chatbot|llm)\b`,
+	// The same override in Chinese: "ignore (all) previous instructions".
+	`忽略(?:之前|以前|上面|先前|前面)的?(?:所有|全部)?(?:指令|指示|说明|规则)`,
 }, "|"))
 
 // actionVerbs are what an agent's tools do on a user's behalf.
