@@ -55,6 +55,11 @@ func findOverride(text string) string {
 			}
 			k += off
 			off = k + len(w)
+			// The pattern's words start at a word boundary ("ai" is a
+			// whole word).
+			if w[0] < 0x80 && (k > 0 && isWordByte(low[k-1]) || w == "ai" && off < len(low) && isWordByte(low[off])) {
+				continue
+			}
 			a, b := max(0, k-regionBefore), min(len(text), off+regionAfter)
 			for a > 0 && text[a-1] != ' ' && text[a-1] != '\n' && text[a-1] != '\t' {
 				a--
