@@ -97,10 +97,9 @@ func printDocCalibration(w io.Writer, g *guard.Guard) error {
 		kinds = append(kinds, k)
 	}
 	sort.Slice(kinds, func(i, j int) bool { return kinds[i] < kinds[j] })
-	fmt.Fprintf(w, "window thresholds (medium, high) calibrated on %d training documents at %.1f%% and %.1f%% per kind:\n",
-		len(train), 100*guard.DocFPR, 100*guard.DocHighFPR)
+	fmt.Fprintf(w, "window-score tails (T0, Beta) fitted on the %d training documents:\n", len(train))
 	for _, k := range kinds {
-		fmt.Fprintf(w, "\t%s: {%g, %g},\n", k, cal[k][0], cal[k][1])
+		fmt.Fprintf(w, "\t%s: {%g, %g},\n", k, cal[k].T0, cal[k].Beta)
 	}
 	return nil
 }

@@ -130,56 +130,82 @@ func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
 }
 
-// docCalibration holds, per document kind, the window score at and above
-// which a tool result of that kind is flagged (medium) and the one for
-// high risk. They were set on the training part of the benign document
-// corpus (`aegis eval --docs --calibrate` prints them): the lowest
-// scores that flag at most DocFPR (medium) and DocHighFPR (high)
-// of the training documents of each kind. The held-out part was never used.
-var docCalibration = map[DocKind][2]float32{
-	DocJSON:   {4.5861697, 4.5861697},
-	DocCode:   {5.706452, 11.740663},
-	DocProse:  {8.143262, 8.143262},
-	DocConfig: {7.575411, 7.575411},
-	DocMarkup: {7.6686134, 7.6686134},
-	DocLog:    {1.1309305, 1.1309305},
-	DocEmail:  {14.104312, 14.104312},
+// WindowTail describes the upper tail of the window scores of one kind
+// of benign document: the score T0 that a share Q0 of the windows reach,
+// and the scale Beta of its exponential decay above T0 (the share
+// reaching T0+x is about Q0*exp(-x/Beta)).
+type WindowTail struct{ T0, Beta float32 }
+
+// tailQ0 and tailQ1 are the window shares the tail is fitted between.
+const tailQ0, tailQ1 = 0.01, 0.001
+
+// docCalibration holds the window-score tail of each kind, fitted on the
+// training part of the benign document corpus (`aegis eval
+// --calibrate-docs` prints it); the held-out part was never used.
+var docCalibration = map[DocKind]WindowTail{
+	DocProse:  {3.4497552, 1.2508336},
+	DocCode:   {5.382236, 1.8276018},
+	DocMarkup: {6.128165, 0.43257564},
+	DocJSON:   {5.5799694, 1.1132234},
+	DocConfig: {5.5799694, 1.1132234},
+	DocLog:    {5.5799694, 1.1132234},
+	DocEmail:  {5.5799694, 1.1132234},
 }
 
-// docThreshold returns the medium and high thresholds for a window of a
-// document of kind: never below the head's own.
-func docThreshold(h *classifier.Head, kind DocKind) (thr, high float32) {
-	c := docCalibration[kind]
-	thr = max(h.Threshold, c[0])
-	high = max(h.High, c[1], thr)
+// DocFPR and DocHighFPR are the shares of benign documents of a kind
+// that may reach medium and high risk, whatever their length.
+const DocFPR, DocHighFPR = 0.01, 0.002
+
+// docThreshold returns the medium and high thresholds for the windows of
+// a document of kind with n windows: the score that any of n benign
+// windows reaches with probability at most DocFPR (DocHighFPR), by the
+// union bound over the kind's fitted tail, T0 + Beta*ln(n*Q0/FPR). The
+// threshold grows with the number of windows so that a long document is
+// no likelier to be flagged than a short one. Never below the head's own.
+func docThreshold(h *classifier.Head, kind DocKind, n int) (thr, high float32) {
+	c, ok := docCalibration[kind]
+	if !ok {
+		return h.Threshold, h.High
+	}
+	at := func(fpr float64) float32 {
+		return c.T0 + c.Beta*float32(math.Log(max(1, float64(n))*tailQ0/fpr))
+	}
+	thr = max(h.Threshold, at(DocFPR))
+	high = max(h.High, at(DocHighFPR), thr)
 	return thr, high
 }
 
-// DocFPR and DocHighFPR are the shares of the training documents of a
-// kind that the calibrated thresholds may flag (medium and high risk).
-const DocFPR, DocHighFPR = 0.01, 0.002
-
-// CalibrateDocs returns, per kind, the window thresholds (medium, high)
-// that flag at most DocFPR and DocHighFPR of the given benign documents
-// of that kind (the training part of the document corpus). It is how
-// docCalibration was set.
-func (g *Guard) CalibrateDocs(docs []string) map[DocKind][2]float32 {
+// CalibrateDocs fits the window-score tail of each kind (see WindowTail)
+// on the given benign documents (the training part of the document
+// corpus). It is how docCalibration was set.
+func (g *Guard) CalibrateDocs(docs []string) map[DocKind]WindowTail {
 	by := map[DocKind][]float64{}
 	for _, d := range docs {
 		k := DetectKind(d)
-		by[k] = append(by[k], float64(g.model.WindowMax(Readable(d, k), classifier.HeadInjection)))
+		g.model.WindowScores(Readable(d, k), classifier.HeadInjection, func(v float32) { by[k] = append(by[k], float64(v)) })
 	}
-	out := map[DocKind][2]float32{}
-	for k, s := range by {
+	var all []float64
+	for _, s := range by {
+		all = append(all, s...)
+	}
+	fit := func(s []float64) WindowTail {
 		slices.Sort(s)
 		slices.Reverse(s)
-		at := func(fpr float64) float32 {
-			i := min(int(fpr*float64(len(s))), len(s)-1)
-			return nextUp(float32(s[i]))
+		at := func(q float64) float64 { return s[min(int(q*float64(len(s))), len(s)-1)] }
+		t0, t1 := at(tailQ0), at(tailQ1)
+		return WindowTail{T0: float32(t0), Beta: float32(max(t1-t0, 0.1) / math.Log(tailQ0/tailQ1))}
+	}
+	out := map[DocKind]WindowTail{}
+	for k, s := range by {
+		// Too few windows to place the tail's quantiles: the tail of all
+		// kinds together stands in.
+		if len(s) < minTailWindows {
+			s = all
 		}
-		out[k] = [2]float32{at(DocFPR), at(DocHighFPR)}
+		out[k] = fit(slices.Clone(s))
 	}
 	return out
 }
 
-func nextUp(f float32) float32 { return math.Nextafter32(f, float32(math.Inf(1))) }
+// minTailWindows is the fewest windows a kind's own tail is fitted on.
+const minTailWindows = 2 / tailQ1

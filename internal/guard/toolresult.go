@@ -92,17 +92,17 @@ type ToolResultScore struct {
 // ScoreToolResult judges a tool result for indirect prompt injection.
 // The result is read as the document it is (see DetectKind and
 // Readable): only the text written for a reader is scored, window by
-// window, against the threshold calibrated for its kind on ordinary
-// documents, so that neither a file's code nor its length raises the
-// score.
+// window, against a threshold calibrated for its kind and its number of
+// windows on ordinary documents, so that neither a file's code nor its
+// length makes a flag likelier.
 func (g *Guard) ScoreToolResult(text string) ToolResultScore {
 	kind := DetectKind(text)
 	h, _ := g.model.Head(classifier.HeadInjection)
-	raw := g.model.WindowMax(Readable(text, kind), classifier.HeadInjection)
+	raw, n := g.model.WindowMax(Readable(text, kind), classifier.HeadInjection)
 	out := ToolResultScore{Kind: kind}
 	if h != nil {
 		out.Prob = h.Prob(raw)
-		thr, high := docThreshold(h, kind)
+		thr, high := docThreshold(h, kind, n)
 		switch {
 		case raw >= high:
 			out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores a passage of this %s p=%.2f", kind, out.Prob)
