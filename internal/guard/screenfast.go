@@ -8,27 +8,18 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 )
 
-// The two sign patterns (overrideRE, requestRE) are large alternations
-// that Go's regexp runs at about a megabyte a second. Most of a document
-// cannot match them, so they run only where a word they need occurs: the
-// override pattern in the text around its anchor words, the request
-// pattern on the lines that hold a request or owner marker (only such a
-// line can raise the risk, see ownedRE). Both finders return what the
-// pattern over the whole text would, except for a match stretched over
-// more than regionBefore bytes before its anchor word.
-
-// overrideAnchors: every alternative of overrideRE contains one of these
-// (in lower case).
-var overrideAnchors = []string{"ignor", "disregard", "forget", "overrid", "skip", "instruction", "important", "information",
-	"system", "assistant", "model", "agent", "gpt", "claude", "llama", "gemini", "chatbot", "llm", "before", "user",
-	"strictly", "stop", "halt", "dear", "hey", "attention", "note", "ai", "message", "忽略"}
+// The request pattern (requestRE) is a large alternation that Go's regexp
+// runs at about a megabyte a second, and the override markers
+// (overrideSigns) are many patterns. Most of a document cannot match
+// them, so they run only where a word they need occurs: each override
+// marker in the text around its anchor words, the request pattern on the
+// lines that hold a request or owner marker (only such a line can raise
+// the risk, see ownedRE).
 
 // requestMarkers: a line without one of these cannot raise a tool
 // result's risk through requestRE (ownedRE needs "my" or "user"; the
 // openers "please", "can you"..., "todo", "kindly" mark a request).
 var requestMarkers = []string{"my", "user", "please", "you", "todo", "kindly"}
-
-const regionBefore, regionAfter = 200, 300
 
 // lowerASCII returns s with ASCII letters lowered, byte for byte (so
 // offsets stay valid).
@@ -42,53 +33,49 @@ func lowerASCII(s string) string {
 	return string(b)
 }
 
-// findOverride returns overrideRE's first match in text ("" if none).
+// maxRegions bounds the regions one marker is tried on; past it, the
+// rest of the text is one region.
+const maxRegions = 256
+
+// findOverride returns the first override marker found in text ("" if
+// none), trying each marker near its anchors.
 func findOverride(text string) string {
 	low := lowerASCII(text)
-	type span struct{ a, b int }
-	var spans []span
-	for _, w := range overrideAnchors {
-		for off := 0; ; {
-			k := strings.Index(low[off:], w)
-			if k < 0 {
-				break
+	for _, sg := range overrideSigns {
+		end := -1 // the end of the last region tried
+		tried := 0
+		for _, w := range sg.anchors {
+			for off := 0; ; {
+				k := strings.Index(low[off:], w)
+				if k < 0 {
+					break
+				}
+				k += off
+				off = k + len(w)
+				if w[0] < 0x80 && k > 0 && isWordByte(low[k-1]) {
+					continue // not at a word start
+				}
+				a, b := max(0, k-sg.before), min(len(text), off+sg.after)
+				for a > 0 && text[a-1] != ' ' && text[a-1] != '\n' && text[a-1] != '\t' {
+					a--
+				}
+				for b < len(text) && text[b] != ' ' && text[b] != '\n' && text[b] != '\t' {
+					b++
+				}
+				if tried++; tried > maxRegions {
+					a, b = 0, len(text)
+				}
+				if b <= end {
+					continue
+				}
+				if m := sg.re.FindString(text[a:b]); m != "" {
+					return m
+				}
+				end = b
+				if b == len(text) && a == 0 {
+					break
+				}
 			}
-			k += off
-			off = k + len(w)
-			// The pattern's words start at a word boundary ("ai" is a
-			// whole word).
-			if w[0] < 0x80 && (k > 0 && isWordByte(low[k-1]) || w == "ai" && off < len(low) && isWordByte(low[off])) {
-				continue
-			}
-			a, b := max(0, k-regionBefore), min(len(text), off+regionAfter)
-			for a > 0 && text[a-1] != ' ' && text[a-1] != '\n' && text[a-1] != '\t' {
-				a--
-			}
-			for b < len(text) && text[b] != ' ' && text[b] != '\n' && text[b] != '\t' {
-				b++
-			}
-			spans = append(spans, span{a, b})
-			if len(spans) > 4096 { // merging covers the text anyway
-				off = len(low)
-			}
-		}
-	}
-	if len(spans) == 0 {
-		return ""
-	}
-	slices.SortFunc(spans, func(x, y span) int { return x.a - y.a })
-	merged := spans[:1]
-	for _, s := range spans[1:] {
-		last := &merged[len(merged)-1]
-		if s.a <= last.b {
-			last.b = max(last.b, s.b)
-			continue
-		}
-		merged = append(merged, s)
-	}
-	for _, s := range merged {
-		if m := overrideRE.FindString(text[s.a:s.b]); m != "" {
-			return m
 		}
 	}
 	return ""
