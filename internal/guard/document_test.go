@@ -131,3 +131,31 @@ func BenchmarkScoreToolResult(b *testing.B) {
 		g.ScoreToolResult(text)
 	}
 }
+
+// FuzzReadable: any text, read as any kind, gives no panic and no more
+// text than it holds plus the line breaks between its spans.
+func FuzzReadable(f *testing.F) {
+	for _, s := range []string{
+		`{"a": "b c", "d": ["e f", {"g": "h i"}]}`,
+		"<html><!-- x y --><img alt='a b'><script>var s = \"q r s\";</script><pre>// c d\n</pre></html>",
+		"From: a\nSubject: b\n\nbody text",
+		"package x\n// c\nvar s = \"a b c\"\n/* unterminated",
+		"#include <x>\n# comment here\n'''doc string'''\n`raw string here`",
+		"text\n```\ncode // note\n```\nmore\n~~~\nunterminated",
+		"[s]\nk = v w\n; c\n- item one",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k := DetectKind(s)
+		if k.String() == "unknown" {
+			t.Fatalf("DetectKind gave %d", k)
+		}
+		for kind := DocProse; kind <= DocEmail; kind++ {
+			r := Readable(s, kind)
+			if len(r) > 2*len(s)+1 {
+				t.Fatalf("%s: %d bytes read from %d", kind, len(r), len(s))
+			}
+		}
+	})
+}
