@@ -37,25 +37,64 @@ func lowerASCII(s string) string {
 // rest of the text is one region.
 const maxRegions = 256
 
+// anchorsByFirst lists the ASCII anchors of overrideSigns by first byte.
+var anchorsByFirst = func() (t [128][]string) {
+	seen := map[string]bool{}
+	for _, sg := range overrideSigns {
+		for _, w := range sg.anchors {
+			if w[0] < 0x80 && !seen[w] {
+				seen[w] = true
+				t[w[0]] = append(t[w[0]], w)
+			}
+		}
+	}
+	return t
+}()
+
+// anchorHits returns the offsets in low (lower-cased text) of every
+// anchor word: ASCII anchors at a word start, others anywhere. One pass
+// over the words, so the cost does not grow with the number of anchors.
+func anchorHits(low string) map[string][]int {
+	hits := map[string][]int{}
+	for i := 0; i < len(low); i++ {
+		c := low[i]
+		if c >= 0x80 || (i > 0 && isWordByte(low[i-1])) {
+			continue
+		}
+		for _, w := range anchorsByFirst[c] {
+			if strings.HasPrefix(low[i:], w) {
+				hits[w] = append(hits[w], i)
+			}
+		}
+	}
+	for _, sg := range overrideSigns {
+		for _, w := range sg.anchors {
+			if w[0] >= 0x80 && hits[w] == nil {
+				for off := 0; ; {
+					k := strings.Index(low[off:], w)
+					if k < 0 {
+						break
+					}
+					hits[w] = append(hits[w], off+k)
+					off += k + len(w)
+				}
+			}
+		}
+	}
+	return hits
+}
+
 // findOverride returns the first override marker found in text ("" if
-// none), trying each marker near its anchors.
-func findOverride(text string) string {
-	low := lowerASCII(text)
+// none), trying each marker near its anchors; low is text lower-cased by
+// lowerASCII.
+func findOverride(text, low string) string {
+	hits := anchorHits(low)
 	for _, sg := range overrideSigns {
 		end := -1 // the end of the last region tried
 		tried := 0
 		for _, w := range sg.anchors {
-			for off := 0; ; {
-				k := strings.Index(low[off:], w)
-				if k < 0 {
-					break
-				}
-				k += off
-				off = k + len(w)
-				if w[0] < 0x80 && k > 0 && isWordByte(low[k-1]) {
-					continue // not at a word start
-				}
-				a, b := max(0, k-sg.before), min(len(text), off+sg.after)
+			for _, k := range hits[w] {
+				a, b := max(0, k-sg.before), min(len(text), k+len(w)+sg.after)
 				for a > 0 && text[a-1] != ' ' && text[a-1] != '\n' && text[a-1] != '\t' {
 					a--
 				}
@@ -72,7 +111,7 @@ func findOverride(text string) string {
 					return m
 				}
 				end = b
-				if b == len(text) && a == 0 {
+				if a == 0 && b == len(text) {
 					break
 				}
 			}
@@ -82,17 +121,24 @@ func findOverride(text string) string {
 }
 
 // requestLines returns the lines of text that hold a request or owner
-// marker word.
-func requestLines(text string) []string {
+// marker word; low is text lower-cased by lowerASCII.
+func requestLines(text, low string) []string {
 	var out []string
-	for line := range strings.SplitSeq(text, "\n") {
-		low := lowerASCII(line)
+	for len(low) > 0 {
+		n := strings.IndexByte(low, '\n')
+		if n < 0 {
+			n = len(low)
+		}
 		for _, m := range requestMarkers {
-			if hasWord(low, m) {
-				out = append(out, line)
+			if hasWord(low[:n], m) {
+				out = append(out, text[:n])
 				break
 			}
 		}
+		if n == len(low) {
+			break
+		}
+		text, low = text[n+1:], low[n+1:]
 	}
 	return out
 }

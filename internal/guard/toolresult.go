@@ -127,10 +127,11 @@ func (g *Guard) ScoreToolResult(text string) ToolResultScore {
 			out.Suspect = true
 		}
 	}
-	if m := findOverride(text); m != "" {
+	low := lowerASCII(text)
+	if m := findOverride(text, low); m != "" {
 		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("it addresses the agent: %q", clip(m))
 	}
-	for _, line := range requestLines(text) {
+	for _, line := range requestLines(text, low) {
 		for _, m := range requestRE.FindAllStringSubmatchIndex(line, 32) {
 			verb := strings.ToLower(line[m[2]:m[3]])
 			rest := line[m[4]:m[5]]
