@@ -14,20 +14,19 @@ import (
 // received it in the reference-server tests.
 const samplingResult = "LLM sampling result: \n{\n  \"model\": \"test-model\",\n  \"stopReason\": \"endTurn\",\n  \"role\": \"assistant\",\n  \"content\": {\n    \"type\": \"text\",\n    \"text\": \"a sampled answer\"\n  }\n}"
 
-// TestToolResultThresholdsStaySeparate holds the measurement docs/policy.md
-// gives for keeping mcp.guard_results apart from guard.tool_results: the
-// gateway's tool-result screen rates a reference server's own result high
-// risk, so no level of guard.tool_results could screen MCP results without
-// withholding it, while mcp.guard_results at its default passes it and
-// still withholds an injected result by the guard alone. When this fails, the two settings
-// can become one.
+// TestToolResultThresholdsStaySeparate holds the measurements docs/policy.md
+// gives for mcp.guard_results and guard.tool_results: the gateway's
+// tool-result screen, which reads a result as the document it is, passes
+// a reference server's own result (it rated it high risk when it scored
+// the whole text at once), mcp.guard_results at its default passes it
+// too, and both withhold an injected result.
 func TestToolResultThresholdsStaySeparate(t *testing.T) {
 	g, err := guard.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := g.ScoreToolResult(samplingResult); s.Risk != validator.RiskHigh || s.Prob >= DefaultToolThreshold {
-		t.Errorf("the reference result scores risk %s p=%.3f; docs/policy.md says high, under %.2f", s.Risk, s.Prob, DefaultToolThreshold)
+	if s := g.ScoreToolResult(samplingResult); s.Risk != validator.RiskLow {
+		t.Errorf("the reference result scores risk %s p=%.3f (%s); docs/policy.md says low", s.Risk, s.Prob, s.Why)
 	}
 	j := testJudge(t, "")
 	res, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": samplingResult}}})
