@@ -31,6 +31,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -77,7 +78,8 @@ type Options struct {
 	MinBytes, MaxBytes int
 	// MaxCandidates bounds how many paths one kind's walk collects.
 	MaxCandidates int
-	// GoRoot is Go's installation ("" means $GOROOT, else /usr/local/go).
+	// GoRoot is Go's installation ("" means $GOROOT, else the one this
+	// binary was built with, else /usr/local/go).
 	GoRoot string
 }
 
@@ -163,6 +165,11 @@ func Build(opt Options) ([]Doc, error) {
 		goroot = os.Getenv("GOROOT")
 	}
 	if goroot == "" {
+		// The installation this binary was built with (deprecated for
+		// finding the go command, which is not what it is used for here).
+		goroot = runtime.GOROOT() //nolint:staticcheck
+	}
+	if goroot == "" {
 		goroot = "/usr/local/go"
 	}
 	seen := map[[32]byte]bool{}
@@ -233,8 +240,11 @@ func chunks(text string, size int) []string {
 	var out []string
 	for len(text) > size {
 		i := strings.LastIndexByte(text[:size], '\n')
-		if i <= 0 {
+		if i <= 0 { // no line break: cut before a rune start
 			i = size - 1
+			for i > 0 && !utf8.RuneStart(text[i+1]) {
+				i--
+			}
 		}
 		out = append(out, text[:i+1])
 		text = text[i+1:]

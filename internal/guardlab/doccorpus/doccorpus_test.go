@@ -76,6 +76,7 @@ func TestChunks(t *testing.T) {
 		{"short", "a\nb\n", 10, []string{"a\nb\n"}},
 		{"lines", "aa\nbb\ncc\n", 6, []string{"aa\nbb\n", "cc\n"}},
 		{"long line", "abcdefgh", 4, []string{"abcd", "efgh"}},
+		{"runes kept whole", "aéééé", 4, []string{"aé", "éé", "é"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := chunks(tc.in, tc.size)
