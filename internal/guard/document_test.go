@@ -159,3 +159,57 @@ func FuzzReadable(f *testing.F) {
 		}
 	})
 }
+
+// TestDocThresholdGrowsWithWindows: a document of more windows needs a
+// higher window score to be flagged (the union bound over its fitted
+// tail), never less than the head's own threshold, and a kind without a
+// fitted tail uses the head's thresholds.
+func TestDocThresholdGrowsWithWindows(t *testing.T) {
+	g, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := g.Model().Head("prompt_injection")
+	prev := float32(-1e9)
+	for _, n := range []int{1, 2, 10, 100, 1000} {
+		thr, high := docThreshold(h, DocCode, n)
+		if thr < h.Threshold || high < thr || high < h.High {
+			t.Errorf("n=%d: thresholds %.3f/%.3f below the head's %.3f/%.3f", n, thr, high, h.Threshold, h.High)
+		}
+		if thr <= prev && thr > h.Threshold {
+			t.Errorf("n=%d: threshold %.3f not above %.3f for fewer windows", n, thr, prev)
+		}
+		prev = thr
+	}
+	if thr, high := docThreshold(h, DocKind(99), 50); thr != h.Threshold || high != h.High {
+		t.Errorf("an uncalibrated kind: %.3f/%.3f, want the head's %.3f/%.3f", thr, high, h.Threshold, h.High)
+	}
+}
+
+// TestCalibrateDocs: each kind with enough windows gets its own tail;
+// one with too few takes the tail of all kinds together.
+func TestCalibrateDocs(t *testing.T) {
+	g, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	words := strings.Fields("the parser reads each line of input and keeps a count of the fields it finds before it returns them to the caller in order")
+	for i := 0; i < 400; i++ {
+		var b strings.Builder
+		for j := 0; j < 400; j++ {
+			b.WriteString(words[(i*7+j*3)%len(words)])
+			b.WriteByte(' ')
+		}
+		docs = append(docs, b.String())
+	}
+	docs = append(docs, `{"note": "a short json value here"}`)
+	cal := g.CalibrateDocs(docs)
+	prose, ok := cal[DocProse]
+	if !ok || prose.Beta <= 0 {
+		t.Fatalf("no prose tail: %+v", cal)
+	}
+	if cal[DocJSON] != prose {
+		t.Errorf("json, with one window, got its own tail %+v; want the pooled one %+v", cal[DocJSON], prose)
+	}
+}
