@@ -95,7 +95,9 @@ type ToolResultScore struct {
 	// Why says what was seen, for findings ("" at low risk).
 	Why string
 	// Suspect is the lower bar the egress rule uses: the classifier near
-	// its threshold, or any request to act in the data.
+	// its threshold, or a request to act in the data (on a line with a
+	// request or owner marker: "please", "can you", "todo", "my", "user";
+	// a document's imperatives for its human reader are not requests).
 	Suspect bool
 	// Verb is the action a request in the data asks for ("" when none).
 	Verb string
