@@ -73,6 +73,28 @@ func Invisible(r rune) bool {
 // spaces, and runs of three or more single letters separated by spaces
 // ("i g n o r e") joined into one word.
 func Normalize(s string) string {
+	return normalize(s, true)
+}
+
+// normalize is Normalize; with fast, ASCII text takes a shortcut that
+// gives the same result (ASCII has no tags, invisibles, compatibility
+// forms or combining marks, so only case and white space change before
+// the words are folded).
+func normalize(s string, fast bool) string {
+	if fast && isASCII(s) {
+		b := make([]byte, len(s))
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
+				c = ' '
+			}
+			b[i] = c
+		}
+		return foldWords(string(b))
+	}
 	// Pass 1: tags and invisibles, before NFKC (which keeps them).
 	var b strings.Builder
 	b.Grow(len(s))
@@ -100,7 +122,13 @@ func Normalize(s string) string {
 		}
 		b.WriteRune(unicode.ToLower(r))
 	}
-	words := strings.Fields(b.String())
+	return foldWords(b.String())
+}
+
+// foldWords folds each space-separated word of s and joins spaced-out
+// letters.
+func foldWords(s string) string {
+	words := strings.Fields(s)
 	for i, w := range words {
 		words[i] = foldWord(w)
 	}
@@ -117,6 +145,15 @@ func TagASCII(r rune) (rune, bool) {
 		return r - 0xE0000, true
 	}
 	return 0, false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // leetASCII marks the ASCII runes leet maps.
