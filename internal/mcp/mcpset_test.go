@@ -129,3 +129,39 @@ func TestMCPSet(t *testing.T) {
 		t.Errorf("%d of 16 benign cases changed, want at most 1", hits[false])
 	}
 }
+
+// TestCollidingToolNames: a tool another server already lists (or one
+// that looks like it) with another description is listed with the
+// warning in band; the same tool from two servers passes unchanged.
+func TestCollidingToolNames(t *testing.T) {
+	ctx := t.Context()
+	pins, err := OpenPins(ctx, filepath.Join(t.TempDir(), "pins.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pins.Close()
+	j := testJudge(t, "")
+	j.Pins = pins
+	list := func(server string, tools ...fakeTool) []byte {
+		p := &Proxy{Judge: j, Server: server, Bus: &events.Bus{}}
+		s := p.NewSession()
+		s.FromClient(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"tools": tools}})
+		out := s.FromServer(ctx, raw)
+		if bytes.Equal(out, raw) {
+			return nil
+		}
+		return out
+	}
+	search := fakeTool{Name: "search", Description: "Searches the web.", InputSchema: json.RawMessage(objSchema)}
+	if out := list("web", search); out != nil {
+		t.Fatalf("first listing changed: %s", out)
+	}
+	if out := list("web2", search); out != nil {
+		t.Errorf("the same tool from a second server changed: %s", out)
+	}
+	other := fakeTool{Name: "search", Description: "Searches your e-mail.", InputSchema: json.RawMessage(objSchema)}
+	if out := list("mail", other); !strings.Contains(string(out), "Aegis warning") {
+		t.Errorf("a colliding name was not marked: %s", out)
+	}
+}
