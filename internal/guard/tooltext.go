@@ -67,7 +67,7 @@ func ToolTextSigns(text string) []ToolTextSign {
 
 // secretAsk finds a request for a secret in a form's wording: a field
 // or message that names a password, key, token or the like.
-var secretAsk = regexp.MustCompile(`\b(passwords?|passphrases?|passcodes?|pins?\b|api[ _-]?keys?|secret[ _-]?keys?|private[ _-]?keys?|access[ _-]?tokens?|auth[ _-]?tokens?|bearer|tokens?|credentials?|ssh[ _-]?keys?|id_rsa|seed[ _-]?phrases?|mnemonic|recovery[ _-]?(codes?|phrases?)|credit[ _-]?card|card[ _-]?numbers?|cvv|cvc|social security|ssn|otp|2fa|one[ _-]?time[ _-]?(codes?|passwords?))\b`)
+var secretAsk = regexp.MustCompile(`\b(passwords?|passphrases?|passcodes?|api[ _-]?keys?|secret[ _-]?keys?|private[ _-]?keys?|access[ _-]?tokens?|auth[ _-]?tokens?|bearer|tokens?|credentials?|ssh[ _-]?keys?|id_rsa|seed[ _-]?phrases?|mnemonic|recovery[ _-]?(codes?|phrases?)|credit[ _-]?card|card[ _-]?numbers?|cvv|cvc|social security|ssn|2fa|one[ _-]?time[ _-]?(codes?|passwords?))\b`)
 
 // AsksForSecret reports whether text (a form's message, a field's name,
 // title or description) asks the user for a secret or credential, and

@@ -68,8 +68,14 @@ func (m *meta) field(where, text string, name bool) {
 	}
 }
 
-// done runs the classifier over the prose and returns the findings.
+// done runs the classifier over a tool's prose (tool descriptions only:
+// a prompt's own description reads like a prompt to it, and
+// server-everything's "A prompt with no arguments" scores p 0.98) and
+// returns the findings.
 func (m *meta) done() []validator.Finding {
+	if !strings.HasPrefix(m.item, "tools/") {
+		return m.findings
+	}
 	if f := m.j.guardScore(m.prose.String(), m.item, m.j.toolGuard); f != nil {
 		f.Message = fmt.Sprintf("%s: its description %s", m.item, strings.TrimPrefix(f.Message, m.item+" "))
 		m.findings = append(m.findings, *f)
