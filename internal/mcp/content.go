@@ -216,10 +216,16 @@ func (s *Session) judgeContents(ctx context.Context, m *Message, c *call) []byte
 	switch c.method {
 	case "prompts/get":
 		refs = append(refs, textRef{path: "description", text: str(res["description"]), meta: true})
+		// A prompt's messages are instructions by design: the classifier,
+		// which tells prompts from data, has nothing to say; the tool-text
+		// rules and hidden text do.
 		msgs, _ := res["messages"].([]any)
 		for i, mm := range msgs {
 			msg, _ := mm.(map[string]any)
-			refs = append(refs, messageRefs(msg, fmt.Sprintf("messages/%d", i))...)
+			for _, r := range messageRefs(msg, fmt.Sprintf("messages/%d", i)) {
+				r.meta = r.meta || !r.blob
+				refs = append(refs, r)
+			}
 		}
 	case "resources/read":
 		contents, _ := res["contents"].([]any)
