@@ -7,7 +7,8 @@ import (
 
 // setProcAttr puts the server in a process group of its own (so a stop
 // reaches its children) and has the kernel kill it should Aegis die
-// (Pdeathsig), so no server outlives a killed proxy.
+// (Pdeathsig). The signal reaches the process Aegis started, not its own
+// children: a launcher's child is left to end on its closed input.
 func setProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -258,13 +258,13 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 		if conn.Stop != nil {
 			go conn.Stop()
 		}
-		waitErr = conn.Wait(serverDone)
+		_ = conn.Wait(serverDone) // its exit status is the stop's doing
 		cancel()
 		if c, ok := in.(io.Closer); ok {
 			c.Close()
 		}
 		wg.Wait()
-		return waitErr
+		return nil
 	}
 	cancel()
 	if c, ok := in.(io.Closer); ok {
