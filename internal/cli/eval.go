@@ -21,7 +21,7 @@ func init() {
 	register(func(stdio *IO) *cobra.Command {
 		var (
 			kind, data, head, classifierFile string
-			asJSON, peers, agent             bool
+			asJSON, peers, agent, calDocs    bool
 			llmOpts                          llmFlags
 		)
 		c := &cobra.Command{
@@ -60,7 +60,12 @@ tool call, behind a user's task, and screened by the default input policy (guard
 medium); AgentDojo's environment records with every injection placeholder at its benign default
 are the benign tool outputs, and its user tasks are screened as user messages (guard.input: high).
 Besides the share flagged at the default policy it prints the share flagged at the tool-result
-score that flags 1% of the benign tool outputs.`,
+score that flags 1% of the benign tool outputs. It ends with the held-out part of the benign
+document corpus (source in several languages, docs, config, logs, web pages, e-mails and JSON API
+answers, read from this machine) as read_file results: the share flagged by kind and by length.
+
+--calibrate-docs prints the tool-result screen's per-kind window thresholds computed on the
+training part of the document corpus.`,
 			RunE: func(c *cobra.Command, args []string) error {
 				var scorer eval.Scorer
 				switch kind {
@@ -78,6 +83,13 @@ score that flags 1% of the benign tool outputs.`,
 					scorer = s
 				default:
 					return usagef("eval: --guard must be classifier or llm, not %q", kind)
+				}
+				if calDocs {
+					g, ok := scorer.(*guard.Guard)
+					if !ok || len(args) > 0 {
+						return usagef("eval: --calibrate-docs calibrates the embedded classifier's document thresholds and takes no arguments")
+					}
+					return printDocCalibration(stdio.Out, g)
 				}
 				if agent {
 					g, ok := scorer.(*guard.Guard)
@@ -171,6 +183,7 @@ score that flags 1% of the benign tool outputs.`,
 		f.StringVar(&data, "data", "", "datasets directory (default: the shared/datasets found above the working directory)")
 		f.BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 		f.BoolVar(&peers, "peers", false, "compare with the npm guards llm_guardrail and vard on the same texts (installs them with npm into a cache outside the source tree)")
+		f.BoolVar(&calDocs, "calibrate-docs", false, "print the document screen's window thresholds calibrated on the training part of the benign document corpus")
 		f.BoolVar(&agent, "agent", false, "agent traffic: screen AgentDojo's and InjecAgent's injected tool outputs, AgentDojo's benign tool outputs and its user tasks, each in its conversation, with the default input policy")
 		llmOpts.register(c)
 		return c

@@ -22,7 +22,7 @@ type agentRow struct {
 	Flagged int     `json:"flagged"`
 	Rate    float64 `json:"rate"`
 	// At1FPR is the share flagged at the threshold that flags 1% of
-	// AgentDojo's benign tool outputs.
+	// AgentDojo's benign tool outputs (-1 for the document rows).
 	At1FPR float64 `json:"rate_at_1pct_fpr"`
 }
 
@@ -124,6 +124,11 @@ func runAgentEval(ctx context.Context, w io.Writer, root string, g *guard.Guard,
 		r.At1FPR /= float64(r.N)
 		out = append(out, *r)
 	}
+	docs, err := docRows(ctx, check)
+	if err != nil {
+		return err
+	}
+	out = append(out, docs...)
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -141,13 +146,15 @@ func runAgentEval(ctx context.Context, w io.Writer, root string, g *guard.Guard,
 			label = "benign"
 		}
 		at := pct(r.At1FPR)
-		if strings.HasPrefix(r.Group, "agentdojo-user-tasks") {
+		if strings.HasPrefix(r.Group, "agentdojo-user-tasks") || r.At1FPR < 0 {
 			at = "" // user messages: the tool-result threshold does not apply
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t\n", name, label, r.N, r.Flagged, pct(r.Rate), at)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "Default policy: user messages block at high risk, tool results at medium. \"at 1%% FPR\": the tool-result\n"+
-		"score threshold that flags at most 1%% of the %d AgentDojo benign tool outputs (%.3f).\n", len(neg), thr)
+		"score threshold that flags at most 1%% of the %d AgentDojo benign tool outputs (%.3f).\n"+
+		"documents-heldout: the held-out part of the benign document corpus (ordinary files of this machine and the\n"+
+		"project's own e-mails and API answers), each as a read_file result, by kind and by length.\n", len(neg), thr)
 	return nil
 }

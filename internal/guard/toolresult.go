@@ -23,22 +23,41 @@ import (
 //     an action an agent's tools perform and whose object is "my ..." or
 //     "the user('s) ...". A bill asking its reader to pay it is not this.
 
-var overrideRE = regexp.MustCompile(`(?i)` + strings.Join([]string{
-	`\b(?:ignore|disregard|forget|override|skip)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+|my\s+)*(?:previous|prior|above|earlier|preceding|former|original|other|initial)\s+(?:\w+\s+)?(?:\w*structions?|directions?|prompts?|rules|tasks?|guidelines|commands?|orders)`,
-	`\b(?:new|updated|revised|real|true|actual)\s+instructions?\s*[:!]`,
-	`\bimportant\s+(?:message|instructions?|notice|note|update)\s+from\s+(?:me|the\s+user|your\s+user)`,
-	`</?\s*information\s*>`,
-	`#+\s*\(?\s*system[_ ]?(?:message|prompt|instruction|override)`,
-	`\[\s*system\s*(?:message|prompt|note|override)?\s*\]`,
-	`\bto\s+you,?\s+(?:the\s+)?(?:ai|assistant|model|agent|gpt[\w.-]*|claude[\w.-]*|llama[\w.-]*|gemini[\w.-]*|chatbot|llm)\b`,
-	`\bbefore\s+you\s+(?:can\s+)?(?:solve|do|complete|continue|proceed|answer|finish|start)\s+(?:with\s+)?(?:the|this|your|my)\s+(?:task|request|job|question)`,
-	`\b(?:dear|hey|attention|note\s+to\s+(?:the\s+)?)\s*(?:ai|assistant|agent|model|chatbot|llm)\b[,:!]`,
-	`\b(?:ai|assistant|agent|model|chatbot|llm)s?\s*[,:]\s*(?:you\s+)?(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to)\b`,
-	`\bdo\s+not\s+(?:tell|inform|notify|alert|mention\s+(?:this|it)\s+to)\s+the\s+user\b`,
-	`\bstrictly\s+adhere\s+to\s+the\s+following\b`,
-	`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`,
-	`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`,
-}, "|"))
+// overrideSigns are the override and authority markers. Each is run only
+// near its anchor words (in lower case, at a word start), which every one
+// of its matches contains, from before bytes ahead of the anchor to after
+// bytes past it: most of a document is never read by a pattern.
+var overrideSigns = []struct {
+	re            *regexp.Regexp
+	anchors       []string
+	before, after int
+}{
+	{sign(`\b(?:ignore|disregard|forget|override|skip)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+|my\s+)*(?:previous|prior|above|earlier|preceding|former|original|other|initial)\s+(?:\w+\s+)?(?:\w*structions?|directions?|prompts?|rules|tasks?|guidelines|commands?|orders)`),
+		[]string{"ignore", "disregard", "forget", "override", "skip"}, 0, 200},
+	{sign(`\b(?:new|updated|revised|real|true|actual)\s+instructions?\s*[:!]`), []string{"instruction"}, 40, 30},
+	{sign(`\bimportant\s+(?:message|instructions?|notice|note|update)\s+from\s+(?:me|the\s+user|your\s+user)`), []string{"important"}, 0, 120},
+	{sign(`</?\s*information\s*>`), []string{"information"}, 20, 20},
+	{sign(`#+\s*\(?\s*system[_ ]?(?:message|prompt|instruction|override)`), []string{"system"}, 40, 40},
+	{sign(`\[\s*system\s*(?:message|prompt|note|override)?\s*\]`), []string{"system"}, 20, 40},
+	{sign(`\bto\s+you,?\s+(?:the\s+)?(?:ai|assistant|model|agent|gpt[\w.-]*|claude[\w.-]*|llama[\w.-]*|gemini[\w.-]*|chatbot|llm)\b`), roleWords, 40, 40},
+	{sign(`\bbefore\s+you\s+(?:can\s+)?(?:solve|do|complete|continue|proceed|answer|finish|start)\s+(?:with\s+)?(?:the|this|your|my)\s+(?:task|request|job|question)`), []string{"before"}, 0, 150},
+	{sign(`\b(?:dear|hey|attention|note\s+to\s+(?:the\s+)?)\s*(?:ai|assistant|agent|model|chatbot|llm)\b[,:!]`), []string{"dear", "hey", "attention", "note"}, 0, 60},
+	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)s?\s*[,:]\s*(?:you\s+)?(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to)\b`), roleWords, 0, 80},
+	{sign(`\bdo\s+not\s+(?:tell|inform|notify|alert|mention\s+(?:this|it)\s+to)\s+the\s+user\b`), []string{"user"}, 100, 10},
+	{sign(`\bstrictly\s+adhere\s+to\s+the\s+following\b`), []string{"strictly"}, 0, 80},
+	{sign(`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`), []string{"stop", "halt"}, 0, 80},
+	{sign(`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`), []string{"important"}, 60, 80},
+	// The agent addressed by its role, then told to drop its task or act.
+	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)\s*[:,]\s*(?:please\s+)?(?:ignore|disregard|forget|override|email|send|forward|transfer|delete|share|upload|export)\b`), roleWords, 0, 60},
+	{sign(`\b(?:message|instructions?|notice|note)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|agent|model|chatbot|llm)\b`), roleWords, 60, 10},
+	// The same override in Chinese: "ignore (all) previous instructions".
+	{sign(`忽略(?:之前|以前|上面|先前|前面)的?(?:所有|全部)?(?:指令|指示|说明|规则)`), []string{"忽略"}, 0, 60},
+}
+
+// roleWords name the agent.
+var roleWords = []string{"ai", "assistant", "model", "agent", "gpt", "claude", "llama", "gemini", "chatbot", "llm"}
+
+func sign(expr string) *regexp.Regexp { return regexp.MustCompile(`(?i)` + expr) }
 
 // actionVerbs are what an agent's tools do on a user's behalf.
 var actionVerbs = []string{
@@ -76,39 +95,56 @@ type ToolResultScore struct {
 	// Why says what was seen, for findings ("" at low risk).
 	Why string
 	// Suspect is the lower bar the egress rule uses: the classifier near
-	// its threshold, or any request to act in the data.
+	// its threshold, or a request to act in the data (on a line with a
+	// request or owner marker: "please", "can you", "todo", "my", "user";
+	// a document's imperatives for its human reader are not requests).
 	Suspect bool
 	// Verb is the action a request in the data asks for ("" when none).
 	Verb string
+	// Kind is what the result was read as.
+	Kind DocKind
 }
 
 // ScoreToolResult judges a tool result for indirect prompt injection.
+// The result is read as the document it is (see DetectKind and
+// Readable): only the text written for a reader is scored, window by
+// window, against a threshold calibrated for its kind and its number of
+// windows on ordinary documents, so that neither a file's code nor its
+// length makes a flag likelier.
 func (g *Guard) ScoreToolResult(text string) ToolResultScore {
-	s := g.score(text, classifier.HeadInjection)
-	out := ToolResultScore{Prob: s.Prob}
+	kind := DetectKind(text)
 	h, _ := g.model.Head(classifier.HeadInjection)
-	switch {
-	case s.HighRisk:
-		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
-	case s.Flag:
-		out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("the classifier scores it p=%.2f", s.Prob)
+	raw, n := g.model.WindowMax(Readable(text, kind), classifier.HeadInjection)
+	out := ToolResultScore{Kind: kind}
+	if h != nil {
+		out.Prob = h.Prob(raw)
+		thr, high := docThreshold(h, kind, n)
+		switch {
+		case raw >= high:
+			out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("the classifier scores a passage of this %s p=%.2f", kind, out.Prob)
+		case raw >= thr:
+			out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("the classifier scores a passage of this %s p=%.2f", kind, out.Prob)
+		}
+		if raw >= thr-1 {
+			out.Suspect = true
+		}
 	}
-	if h != nil && s.Raw >= h.Threshold-1 {
-		out.Suspect = true
-	}
-	if m := overrideRE.FindString(text); m != "" {
+	low := lowerASCII(text)
+	if m := findOverride(text, low); m != "" {
 		out.Risk, out.Why = validator.RiskHigh, fmt.Sprintf("it addresses the agent: %q", clip(m))
 	}
-	for _, m := range requestRE.FindAllStringSubmatchIndex(text, 32) {
-		verb := strings.ToLower(text[m[2]:m[3]])
-		rest := text[m[4]:m[5]]
-		if out.Verb == "" {
-			out.Verb = verb
-		}
-		out.Suspect = true
-		if ownedRE.MatchString(rest) && out.Risk < validator.RiskMedium {
-			out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("it asks to act on the user's behalf: %q", clip(strings.TrimSpace(text[m[2]:m[5]])))
-			out.Verb = verb
+	for _, line := range requestLines(text, low) {
+		for _, m := range requestRE.FindAllStringSubmatchIndex(line, 32) {
+			verb := strings.ToLower(line[m[2]:m[3]])
+			rest := line[m[4]:m[5]]
+			if out.Verb == "" {
+				out.Verb = verb
+			}
+			out.Suspect = true
+			if ownedRE.MatchString(rest) && out.Risk < validator.RiskMedium {
+				out.Risk, out.Why = validator.RiskMedium, fmt.Sprintf("it asks to act on the user's behalf: %q", clip(strings.TrimSpace(line[m[2]:m[5]])))
+				out.Verb = verb
+			}
 		}
 	}
 	if out.Risk >= validator.RiskMedium {

@@ -81,7 +81,7 @@ func (a *SecretAction) UnmarshalText(b []byte) error {
 //	  poisoned: hide          # warn | hide | refuse: a description that instructs the model
 //	  changed: hide           # warn | hide | refuse: a tool that changed since it was pinned
 //	  guard_tools: 0.95       # the guard's injection probability that flags a description (0: off)
-//	  guard_results: 0.95     # the same for tool results: the tool-result threshold
+//	  guard_results: 0.95     # 0 turns the document screen of results off
 //	  secrets: redact         # redact | refuse: a secret in a tool result
 //	  max_result_bytes: 1048576
 //	  max_message_bytes: 4194304

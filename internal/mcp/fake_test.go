@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -37,6 +38,8 @@ type fakeServer struct {
 	mu    sync.Mutex
 	tools []fakeTool
 	calls []string // the tools/call names the server saw
+	// cancelled receives the request ids of the cancellations it is sent.
+	cancelled chan string
 }
 
 func (f *fakeServer) setTools(t ...fakeTool) {
@@ -77,8 +80,9 @@ func (f *fakeServer) serve(in io.Reader, out io.WriteCloser) {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params struct {
-				Name      string         `json:"name"`
-				Arguments map[string]any `json:"arguments"`
+				Name      string          `json:"name"`
+				Arguments map[string]any  `json:"arguments"`
+				RequestID json.RawMessage `json:"requestId"`
 			} `json:"params"`
 			Result json.RawMessage `json:"result"`
 		}
@@ -86,6 +90,10 @@ func (f *fakeServer) serve(in io.Reader, out io.WriteCloser) {
 			continue
 		}
 		switch m.Method {
+		case "notifications/cancelled":
+			if f.cancelled != nil {
+				f.cancelled <- string(m.Params.RequestID)
+			}
 		case "initialize":
 			reply(m.ID, map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
 				"serverInfo": map[string]any{"name": "fake", "version": "1"}, "x-unknown-field": []int{1, 2}})
@@ -167,9 +175,16 @@ func testJudge(t testing.TB, policyYAML string) *Judge {
 
 func newHarness(t *testing.T, j *Judge, tools ...fakeTool) *harness {
 	t.Helper()
-	h := &harness{t: t, srv: &fakeServer{tools: tools}, bus: &events.Bus{}, lines: make(chan []byte, 100), done: make(chan error, 1)}
+	return newHarnessClock(t, j, nil, tools...)
+}
+
+// newHarnessClock is newHarness with the proxy on clk (nil: the wall
+// clock).
+func newHarnessClock(t *testing.T, j *Judge, clk clock.Clock, tools ...fakeTool) *harness {
+	t.Helper()
+	h := &harness{t: t, srv: &fakeServer{tools: tools, cancelled: make(chan string, 10)}, bus: &events.Bus{}, lines: make(chan []byte, 100), done: make(chan error, 1)}
 	h.sub = h.bus.Subscribe(1000)
-	h.proxy = &Proxy{Judge: j, Server: "fake", Bus: h.bus}
+	h.proxy = &Proxy{Judge: j, Server: "fake", Bus: h.bus, Clock: clk}
 	cr, cw := io.Pipe() // client → proxy
 	pr, pw := io.Pipe() // proxy → client
 	sr, sw := io.Pipe() // proxy → server

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/aegis-sentinel/aegis/internal/clock"
 )
 
 // HTTPProxy is a Streamable HTTP reverse proxy in front of one MCP server
@@ -34,6 +36,7 @@ type HTTPProxy struct {
 
 	mu       sync.Mutex
 	sessions map[string]*httpSession
+	cors     http.Header // the upstream's last CORS headers
 }
 
 type httpSession struct {
@@ -55,7 +58,7 @@ const (
 // their own: two clients may both send an initialize with id 0.
 func (h *HTTPProxy) session(id string) *Session {
 	if id == "" {
-		return h.Proxy.NewSession()
+		return h.newSession(id)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -71,13 +74,43 @@ func (h *HTTPProxy) session(id string) *Session {
 			}
 		}
 		if len(h.sessions) >= maxSessions { // session ids come from clients: bound what they cost
-			return h.Proxy.NewSession()
+			return h.newSession(id)
 		}
-		hs = &httpSession{s: h.Proxy.NewSession()}
+		hs = &httpSession{s: h.newSession(id)}
 		h.sessions[id] = hs
 	}
 	hs.seen = now
 	return hs.s
+}
+
+// newSession starts the state of one MCP session; its answers to the
+// server (a refused sampling or elicitation request) and its
+// cancellations are POSTed upstream under the session's id.
+func (h *HTTPProxy) newSession(id string) *Session {
+	s := h.Proxy.NewSession()
+	s.reply = func(b []byte) { h.postUpstream(id, b) }
+	return s
+}
+
+// postUpstream sends one message to the upstream on its own (an answer
+// or a notification), under the session id; the answer is discarded.
+func (h *HTTPProxy) postUpstream(session string, msg []byte) {
+	req, err := http.NewRequest(http.MethodPost, h.Upstream.String(), bytes.NewReader(msg))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := h.client().Do(req)
+	if err != nil {
+		h.Proxy.Judge.Log.Warn("mcp: sending the server a message", "server", h.Proxy.Server, "err", err.Error())
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
 }
 
 func (h *HTTPProxy) dropSession(id string) {
@@ -150,6 +183,45 @@ func localOrigin(o string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// ownHeaders sets, on an answer Aegis writes itself (a refusal, an
+// error), what the server's answers carry for the client: the session id
+// and the CORS headers the upstream last sent (or, before any, the
+// request's local origin and the session header exposed).
+func (h *HTTPProxy) ownHeaders(w http.ResponseWriter, r *http.Request) {
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		w.Header().Set("Mcp-Session-Id", sid)
+	}
+	h.mu.Lock()
+	cors := h.cors
+	h.mu.Unlock()
+	if cors != nil {
+		copyHeaders(w.Header(), cors)
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		w.Header().Set("Access-Control-Allow-Origin", o)
+		w.Header().Set("Access-Control-Expose-Headers", "Mcp-Session-Id")
+	}
+}
+
+// rememberCORS keeps the upstream's CORS headers for ownHeaders.
+func (h *HTTPProxy) rememberCORS(hd http.Header) {
+	var cors http.Header
+	for k, v := range hd {
+		if strings.HasPrefix(k, "Access-Control-") {
+			if cors == nil {
+				cors = http.Header{}
+			}
+			cors[k] = v
+		}
+	}
+	if cors != nil {
+		h.mu.Lock()
+		h.cors = cors
+		h.mu.Unlock()
+	}
+}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -171,6 +243,7 @@ func (h *HTTPProxy) post(w http.ResponseWriter, r *http.Request) {
 	sess := h.session(r.Header.Get("Mcp-Session-Id"))
 	up, back := sess.FromClient(r.Context(), body)
 	if up == nil {
+		h.ownHeaders(w, r)
 		status := http.StatusOK
 		if m, err := Decode(body); err != nil || m.Kind != KindRequest {
 			status = http.StatusBadRequest
@@ -195,9 +268,18 @@ func (h *HTTPProxy) post(w http.ResponseWriter, r *http.Request) {
 func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte, sess *Session, wait *json.RawMessage) {
 	ctx := r.Context()
 	if wait != nil && h.Proxy.Judge.Config.CallTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.Proxy.Judge.Config.CallTimeout)
-		defer cancel()
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		t := clock.Or(h.Proxy.Clock).NewTimer(h.Proxy.Judge.Config.CallTimeout)
+		defer t.Stop()
+		go func() {
+			select {
+			case <-t.C():
+				cancel(errCallTimeout)
+			case <-ctx.Done():
+			}
+		}()
 	}
 	target := *h.Upstream
 	if r.URL.RawQuery != "" {
@@ -215,7 +297,7 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, target.String(), rb)
 	if err != nil {
-		h.failed(w, sess, wait, http.StatusBadGateway, err)
+		h.failed(w, sess, wait, http.StatusBadGateway, causeOf(ctx, err))
 		return
 	}
 	copyHeaders(req.Header, r.Header)
@@ -224,10 +306,11 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 	resp, err := h.client().Do(req)
 	if err != nil {
-		h.failed(w, sess, wait, http.StatusBadGateway, err)
+		h.failed(w, sess, wait, http.StatusBadGateway, causeOf(ctx, err))
 		return
 	}
 	defer resp.Body.Close()
+	h.rememberCORS(resp.Header)
 	copyHeaders(w.Header(), resp.Header)
 	ct := resp.Header.Get("Content-Type")
 	switch {
@@ -242,7 +325,7 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 				err = fmt.Errorf("the answer is over %d bytes", max)
 			}
 			w.Header().Del("Content-Type")
-			h.failed(w, sess, wait, http.StatusBadGateway, err)
+			h.failed(w, sess, wait, http.StatusBadGateway, causeOf(ctx, err))
 			return
 		}
 		out := sess.FromServer(ctx, b)
@@ -260,6 +343,17 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 }
 
+// causeOf is err, or errCallTimeout when that is why ctx ended.
+func causeOf(ctx context.Context, err error) error {
+	if context.Cause(ctx) == errCallTimeout {
+		return errCallTimeout
+	}
+	return err
+}
+
+// errCallTimeout ends an upstream request past call_timeout.
+var errCallTimeout = errors.New("call_timeout")
+
 func idOrNil(id *json.RawMessage) json.RawMessage {
 	if id == nil {
 		return nil
@@ -276,8 +370,11 @@ func (h *HTTPProxy) failed(w http.ResponseWriter, sess *Session, wait *json.RawM
 		return
 	}
 	code, msg := CodeServerGone, "aegis: the MCP server did not answer: "+err.Error()
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, errCallTimeout) {
 		code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
+		if sess != nil && sess.reply != nil { // tell the server to stop working on it
+			sess.reply(Notification("notifications/cancelled", map[string]any{"requestId": *wait, "reason": "timed out in Aegis"}))
+		}
 	}
 	h.answerFailed(sess, *wait)
 	writeJSON(w, status, ErrorResponse(*wait, code, msg, nil))
@@ -391,8 +488,11 @@ func (h *HTTPProxy) stream(ctx context.Context, w http.ResponseWriter, body io.R
 	if waitKey != "" && !answered && !resumable && sess.hasPending(waitKey) {
 		// The stream ended without the answer and cannot be resumed.
 		code, msg := CodeServerGone, "aegis: the MCP server closed the stream before answering"
-		if ctx.Err() == context.DeadlineExceeded {
+		if context.Cause(ctx) == errCallTimeout {
 			code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
+			if sess.reply != nil {
+				sess.reply(Notification("notifications/cancelled", map[string]any{"requestId": *wait, "reason": "timed out in Aegis"}))
+			}
 		}
 		h.answerFailed(sess, *wait)
 		w.Write([]byte("event: message\ndata: "))

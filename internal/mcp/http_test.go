@@ -183,7 +183,13 @@ func TestHTTPStreamCutBeforeTheAnswer(t *testing.T) {
 
 func TestHTTPServerHangsOrIsDown(t *testing.T) {
 	release := make(chan struct{})
+	cancelled := make(chan string, 1)
 	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), "notifications/cancelled") {
+			cancelled <- r.Header.Get("Mcp-Session-Id") + " " + string(b)
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -194,10 +200,14 @@ func TestHTTPServerHangsOrIsDown(t *testing.T) {
 	j := testJudge(t, "")
 	j.Config.CallTimeout = 100 * time.Millisecond
 	proxyURL, _ := startHTTPProxy(t, j, us.URL)
-	resp, body := do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`, nil)
+	resp, body := do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`,
+		map[string]string{"Mcp-Session-Id": "s1"})
 	var m map[string]any
 	if json.Unmarshal([]byte(body), &m) != nil || errCode(m) != CodeTimeout || resp.StatusCode != http.StatusBadGateway {
 		t.Errorf("hang: %d %s", resp.StatusCode, body)
+	}
+	if c := <-cancelled; !strings.HasPrefix(c, "s1 ") || !strings.Contains(c, `"requestId":1`) {
+		t.Errorf("the server was sent %q, want a cancellation of request 1 in session s1", c)
 	}
 
 	down, _ := startHTTPProxy(t, j, "http://127.0.0.1:1/mcp")
@@ -236,6 +246,33 @@ func TestHTTPClientDisconnectCancelsTheUpstream(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream request was not cancelled when the client went away")
+	}
+}
+
+// TestHTTPRefusalKeepsSessionAndCORS: a call Aegis refuses itself is
+// answered with the session id and the CORS headers the upstream sends.
+func TestHTTPRefusalKeepsSessionAndCORS(t *testing.T) {
+	us := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Access-Control-Expose-Headers", "Mcp-Session-Id")
+		w.Header().Set("Mcp-Session-Id", "s9")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	defer us.Close()
+	j := testJudge(t, "checks:\n  banned: {terms: [rm -rf]}\n")
+	proxyURL, _ := startHTTPProxy(t, j, us.URL)
+	hdr := map[string]string{"Mcp-Session-Id": "s9", "Origin": "http://localhost:3000"}
+	do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":1,"method":"ping"}`, hdr)
+	resp, body := do(t, http.MethodPost, proxyURL, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sh","arguments":{"cmd":"rm -rf /"}}}`, hdr)
+	var m map[string]any
+	if json.Unmarshal([]byte(body), &m) != nil || errCode(m) != CodeRefused {
+		t.Fatalf("not refused: %s", body)
+	}
+	for k, want := range map[string]string{"Mcp-Session-Id": "s9", "Access-Control-Allow-Origin": "*", "Access-Control-Expose-Headers": "Mcp-Session-Id"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
 	}
 }
 

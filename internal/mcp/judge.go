@@ -167,9 +167,12 @@ func (j *Judge) JudgeTool(ctx context.Context, server string, raw json.RawMessag
 	}
 	_ = json.Unmarshal(raw, &fields)
 	rep := ToolReport{Tool: t.Name, Schema: fields.InputSchema}
-	texts := []struct{ where, text string }{{"description", t.Description}, {"title", t.Title}}
+	m := &meta{j: j, item: "tools/" + t.Name}
+	m.field("name", t.Name, true)
+	m.field("title", t.Title, false)
+	m.field("description", t.Description, false)
 	if t.Annotations != nil {
-		texts = append(texts, struct{ where, text string }{"annotations.title", t.Annotations.Title})
+		m.field("annotations.title", t.Annotations.Title, false)
 	}
 	for _, s := range []struct {
 		name string
@@ -177,32 +180,15 @@ func (j *Judge) JudgeTool(ctx context.Context, server string, raw json.RawMessag
 	}{{"inputSchema", fields.InputSchema}, {"outputSchema", fields.OutputSchema}} {
 		var v any
 		if json.Unmarshal(s.raw, &v) == nil {
-			walkStrings(v, s.name, func(where, text string) { texts = append(texts, struct{ where, text string }{where, text}) })
+			walkSchema(v, s.name, m.field)
 		}
 	}
-	poisoned := false
-	var prose strings.Builder // what the guard reads: the tool's own words, not its enum values or names
-	for _, x := range texts {
-		if x.text == "" {
-			continue
-		}
-		for _, pf := range screenText(x.where, x.text) {
-			poisoned = true
-			rep.Findings = append(rep.Findings, validator.Finding{Check: "mcp_tool_rules", Reason: validator.ReasonPromptInjection,
-				Message: fmt.Sprintf("tool %s: %s", t.Name, pf), Path: "tools/" + t.Name + "/" + x.where})
-		}
-		if isProse(x.where) {
-			prose.WriteString(x.text)
-			prose.WriteString("\n")
-		}
+	if like, ok := lookalike(t.Name); ok {
+		m.findings = append(m.findings, validator.Finding{Check: "mcp_lookalike", Reason: validator.ReasonPromptInjection, Path: m.item + "/name",
+			Message: fmt.Sprintf("tool %s: its name is written with look-alike characters and reads as %q", t.Name, like)})
 	}
-	if j.toolGuard > 0 {
-		if f := j.guardScore(prose.String(), "tools/"+t.Name, j.toolGuard); f != nil {
-			poisoned = true
-			f.Message = fmt.Sprintf("tool %s: its description %s", t.Name, strings.TrimPrefix(f.Message, "tools/"+t.Name+" "))
-			rep.Findings = append(rep.Findings, *f)
-		}
-	}
+	rep.Findings = m.done()
+	poisoned := j.verdict(rep.Findings) != nil
 	if poisoned {
 		rep.Action = j.Config.Poisoned
 	}

@@ -408,8 +408,8 @@ func TestDifferentialFilesystem(t *testing.T) {
 	if !strings.Contains(joinRaw(proxied.Steps), "a note") {
 		t.Error("read_text_file did not return the note")
 	}
-	if strings.Contains(stderr, "tool flagged") {
-		t.Errorf("server-filesystem's own tools were flagged:\n%s", grepLines(stderr, "tool flagged"))
+	if strings.Contains(stderr, "mcp: flagged") {
+		t.Errorf("server-filesystem's own tools were flagged:\n%s", grepLines(stderr, "mcp: flagged"))
 	}
 }
 
@@ -456,7 +456,7 @@ func TestPoisonedServerThroughAegis(t *testing.T) {
 	if s := fmt.Sprint(stepOf(t, tr, "add")); !strings.Contains(s, "aegis_prompt_injection") {
 		t.Errorf("call to the hidden tool: %s", s)
 	}
-	if !strings.Contains(stderr, `"tool":"add"`) {
+	if !strings.Contains(stderr, `"item":"add"`) {
 		t.Errorf("no warning about add:\n%s", stderr)
 	}
 	// The rug pull: fact's description changes after it was pinned.

@@ -40,29 +40,34 @@ var benignTools = []struct{ name, description string }{
 }
 
 func TestPoisonRules(t *testing.T) {
+	j := testJudge(t, "mcp: {guard_tools: 0}") // the rules alone
 	for _, c := range poisonedTools {
 		t.Run(c.name, func(t *testing.T) {
-			var rules []string
-			for _, f := range screenText("description", c.description) {
-				rules = append(rules, f.Rule)
+			rep, err := j.JudgeTool(t.Context(), "s", toolJSON("t", c.description, c.schema))
+			if err != nil {
+				t.Fatal(err)
 			}
-			var v any
-			if json.Unmarshal([]byte(c.schema), &v) == nil {
-				walkStrings(v, "inputSchema", func(where, s string) {
-					for _, f := range screenText(where, s) {
-						rules = append(rules, f.Rule)
-					}
-				})
+			var got []string
+			for _, f := range rep.Findings {
+				got = append(got, f.Message)
 			}
-			if !strings.Contains(strings.Join(rules, ","), c.rule) {
-				t.Errorf("rules %v, want %s", rules, c.rule)
+			want := "(" + c.rule + ")"
+			if c.rule == "invisible" {
+				want = "hide text"
+			}
+			if !strings.Contains(strings.Join(got, ","), want) {
+				t.Errorf("findings %v, want %s", got, want)
 			}
 		})
 	}
 	for _, c := range benignTools {
 		t.Run("benign "+c.name, func(t *testing.T) {
-			if fs := screenText("description", c.description); len(fs) > 0 {
-				t.Errorf("flagged: %v", fs)
+			rep, err := j.JudgeTool(t.Context(), "s", toolJSON(c.name, c.description, objSchema))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Findings) > 0 {
+				t.Errorf("flagged: %v", rep.Findings)
 			}
 		})
 	}

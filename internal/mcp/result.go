@@ -36,32 +36,25 @@ func (o ResultOutcome) String() string {
 const redactionMark = "[REDACTED secret_leak]"
 
 // textRef is one string of a result the checks read, and how to put a
-// changed version back.
+// changed version back. A blob is base64 text (its mime type in mime)
+// that is judged decoded and never changed.
 type textRef struct {
 	path string
 	text string
 	set  func(string)
+	blob bool
+	mime string
+	meta bool // a resource link's name, title or description
 }
 
-// collectTexts finds the strings of a tool result a model will read: text
-// content, embedded resource text, and the structured content.
+// collectTexts finds the strings of a tool result (or of a prompt's
+// messages, or of a resource's contents) a model will read: text content,
+// embedded resources' text and blobs, resource links' names, titles and
+// descriptions, and the structured content.
 func collectTexts(res map[string]any) []textRef {
 	var refs []textRef
 	if content, ok := res["content"].([]any); ok {
-		for i, c := range content {
-			item, ok := c.(map[string]any)
-			if !ok {
-				continue
-			}
-			if s, ok := item["text"].(string); ok {
-				refs = append(refs, textRef{fmt.Sprintf("content/%d/text", i), s, func(v string) { item["text"] = v }})
-			}
-			if r, ok := item["resource"].(map[string]any); ok {
-				if s, ok := r["text"].(string); ok {
-					refs = append(refs, textRef{fmt.Sprintf("content/%d/resource/text", i), s, func(v string) { r["text"] = v }})
-				}
-			}
-		}
+		refs = append(refs, contentRefs(content, "content")...)
 	}
 	if sc, ok := res["structuredContent"]; ok {
 		refs = append(refs, structuredRefs(sc, "structuredContent", func(v any) { res["structuredContent"] = v })...)
@@ -69,10 +62,47 @@ func collectTexts(res map[string]any) []textRef {
 	return refs
 }
 
+// contentRefs finds the texts of a list of content items (a result's
+// content, a resources/read's contents).
+func contentRefs(content []any, path string) []textRef {
+	var refs []textRef
+	for i, c := range content {
+		item, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		refs = append(refs, itemRefs(item, fmt.Sprintf("%s/%d", path, i))...)
+	}
+	return refs
+}
+
+// itemRefs finds the texts of one content block or resource contents.
+func itemRefs(item map[string]any, path string) []textRef {
+	var refs []textRef
+	if s, ok := item["text"].(string); ok {
+		refs = append(refs, textRef{path: path + "/text", text: s, set: func(v string) { item["text"] = v }})
+	}
+	if s, ok := item["blob"].(string); ok {
+		mime, _ := item["mimeType"].(string)
+		refs = append(refs, textRef{path: path + "/blob", text: s, blob: true, mime: mime})
+	}
+	if r, ok := item["resource"].(map[string]any); ok {
+		refs = append(refs, itemRefs(r, path+"/resource")...)
+	}
+	if t, _ := item["type"].(string); t == "resource_link" {
+		for _, k := range []string{"name", "title", "description"} {
+			if s, ok := item[k].(string); ok {
+				refs = append(refs, textRef{path: path + "/" + k, text: s, meta: true})
+			}
+		}
+	}
+	return refs
+}
+
 func structuredRefs(v any, path string, set func(any)) []textRef {
 	switch x := v.(type) {
 	case string:
-		return []textRef{{path, x, func(s string) { set(s) }}}
+		return []textRef{{path: path, text: x, set: func(s string) { set(s) }}}
 	case []any:
 		var out []textRef
 		for i := range x {
@@ -125,12 +155,17 @@ func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMe
 	}
 	refs := collectTexts(res)
 	var secrets, other []validator.Finding
-	redacted := false
+	redacted, cleaned := false, false
 	var text strings.Builder
 	for _, r := range refs {
 		base := text.Len() // findings are moved from r.text's offsets to text's
 		text.WriteString(r.text)
 		text.WriteByte('\n')
+		if r.blob || r.meta {
+			fs, _ := j.screenRef(r)
+			other = append(other, fs...)
+			continue
+		}
 		v, err := j.checkLeak(id, r.text)
 		if err != nil {
 			f := validator.Finding{Check: "leak", Reason: validator.ReasonGuardUnavailable, Message: err.Error(), Path: r.path,
@@ -152,29 +187,27 @@ func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMe
 			other = append(other, f)
 		}
 		if len(spans) > 0 {
-			r.set(redact(r.text, spans))
+			r.text = redact(r.text, spans)
+			r.set(r.text)
 			redacted = true
 			secrets = append(secrets, spans...)
 		}
-		for _, pf := range screenText(r.path, r.text) {
-			if pf.Rule == "invisible" {
-				continue // zero-width characters are common in fetched web text
-			}
-			other = append(other, validator.Finding{Check: "mcp_result_rules", Reason: validator.ReasonPromptInjection,
-				Message: "tool result: " + pf.String(), Path: r.path, End: len(r.text)})
-		}
-		if f := j.guardScore(r.text, r.path, j.resultGuard); f != nil {
-			f.Message = "tool result: " + f.Message
-			other = append(other, *f)
-		}
+		fs, c := j.screenRef(r)
+		other = append(other, fs...)
+		cleaned = cleaned || c
 		shift(other[nOther:], base)
 		shift(secrets[nSecrets:], base)
 	}
-	switch {
-	case len(other) > 0 || (len(secrets) > 0 && j.Config.Secrets == SecretRefuse):
-		all := append(append([]validator.Finding{}, other...), secrets...)
-		v := worst(all)
+	if v := j.verdict(other); v != nil || (len(secrets) > 0 && j.Config.Secrets == SecretRefuse) {
+		if v == nil {
+			v = j.verdict(secrets)
+		}
+		if v == nil {
+			v = failVerdict(validator.ReasonSecretLeak, validator.RiskHigh, secrets...)
+		}
 		return Judged{Result: withheld(tool, v), Verdict: v, Outcome: ResultWithheld, Text: text.String()}
+	}
+	switch {
 	case redacted:
 		v := failVerdict(validator.ReasonSecretLeak, validator.RiskHigh, secrets...)
 		b, err := json.Marshal(res)
@@ -183,8 +216,32 @@ func (j *Judge) JudgeResult(ctx context.Context, id, tool string, raw json.RawMe
 		}
 		v.Action = validator.ActionRedact
 		return Judged{Result: b, Verdict: v, Outcome: ResultRedacted, Text: text.String()}
+	case cleaned: // escapes or invisible runs removed: the model reads what a person sees
+		if b, err := json.Marshal(res); err == nil {
+			return Judged{Result: b, Outcome: ResultPassed, Text: text.String()}
+		}
 	}
 	return Judged{Result: raw, Outcome: ResultPassed, Text: text.String()}
+}
+
+// screenRef screens one text of a result: a blob decoded, a resource
+// link's words as metadata, any other text as a document (cleaned of
+// escapes and invisible runs in place). Secrets are the leak check's.
+func (j *Judge) screenRef(r textRef) (fs []validator.Finding, changed bool) {
+	switch {
+	case r.blob:
+		return j.blob(r.path, r.mime, r.text), false
+	case r.meta:
+		m := &meta{j: j, item: r.path}
+		m.field("text", r.text, false)
+		return m.done(), false
+	}
+	clean, fs := j.document(r.path, r.text)
+	if clean != r.text && r.set != nil {
+		r.set(clean)
+		changed = true
+	}
+	return fs, changed
 }
 
 // shift moves the findings' offsets by base.
@@ -225,26 +282,6 @@ func redact(s string, spans []validator.Finding) string {
 
 func failVerdict(reason validator.Reason, risk validator.Risk, findings ...validator.Finding) *validator.Verdict {
 	return &validator.Verdict{Verdict: validator.Fail, Risk: risk, Reason: reason, Action: validator.ActionHalt, Findings: findings}
-}
-
-// worst builds the verdict of the riskiest finding.
-func worst(fs []validator.Finding) *validator.Verdict {
-	rank := func(r validator.Reason) validator.Risk {
-		switch r {
-		case validator.ReasonSecretLeak, validator.ReasonSystemPromptLeak, validator.ReasonPromptInjection, validator.ReasonUnsafeContent:
-			return validator.RiskHigh
-		case validator.ReasonGuardUnavailable, validator.ReasonLengthExceeded:
-			return validator.RiskLow
-		}
-		return validator.RiskMedium
-	}
-	best := 0
-	for i, f := range fs {
-		if rank(f.Reason) > rank(fs[best].Reason) {
-			best = i
-		}
-	}
-	return failVerdict(fs[best].Reason, rank(fs[best].Reason), fs...)
 }
 
 // withheld is the error result that replaces a refused tool result: the

@@ -7,9 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
@@ -35,7 +35,7 @@ type Proxy struct {
 	Clock clock.Clock
 
 	mu      sync.Mutex
-	hidden  map[string]validator.Finding // tools hidden from listings: calls to them are refused
+	hidden  map[string]validator.Finding // items hidden from listings, by path: requests for them are refused
 	schemas map[string]json.RawMessage   // the input schema of every tool listed, by name
 }
 
@@ -56,10 +56,13 @@ func (p *Proxy) setSchema(name string, schema json.RawMessage) {
 
 func (p *Proxy) now() time.Time { return clock.Or(p.Clock).Now() }
 
-func (p *Proxy) hiddenTool(name string) (validator.Finding, bool) {
+// hiddenItem reports a tool, prompt or resource hidden from its listing
+// ("tools/NAME", "prompts/NAME", "resources/URI"): requests for it are
+// refused.
+func (p *Proxy) hiddenItem(item string) (validator.Finding, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f, ok := p.hidden[name]
+	f, ok := p.hidden[item]
 	return f, ok
 }
 
@@ -98,6 +101,12 @@ type Session struct {
 	// forwarded, for the flow rule (see Judge.JudgeCallAfter).
 	earlier      []validator.Message
 	earlierBytes int
+	// reply sends a message to the server (an answer to a server request
+	// Aegis refused); set by the transport.
+	reply func([]byte)
+	// wake is signalled when a call with a deadline starts, so the
+	// transport's timer re-arms.
+	wake chan struct{}
 }
 
 // Bounds on what a session remembers for the flow rule: the latest
@@ -135,13 +144,33 @@ func (s *Session) history() []validator.Message {
 }
 
 // NewSession starts the state of one client connection.
-func (p *Proxy) NewSession() *Session { return &Session{p: p, pending: map[string]*call{}} }
+func (p *Proxy) NewSession() *Session {
+	return &Session{p: p, pending: map[string]*call{}, wake: make(chan struct{}, 1)}
+}
+
+// nextDeadline returns the earliest deadline of the calls in flight.
+func (s *Session) nextDeadline() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var next time.Time
+	for _, c := range s.pending {
+		if !c.deadline.IsZero() && (next.IsZero() || c.deadline.Before(next)) {
+			next = c.deadline
+		}
+	}
+	return next, !next.IsZero()
+}
 
 // FromClient judges one message from the client. It returns what to send
 // the server (nil: nothing) and what to answer the client at once (nil:
 // nothing): an error for a malformed message, a duplicate id or a refused
 // call.
 func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClient []byte) {
+	if !utf8.Valid(raw) { // JSON is UTF-8; a server may drop such a line without an answer
+		at := invalidAt(raw)
+		return nil, ErrorResponse(lenientID(raw), jsonrpc.CodeParseError,
+			fmt.Sprintf("aegis: malformed JSON-RPC message from the client: invalid UTF-8 at byte %d", at), nil)
+	}
 	m, err := Decode(raw)
 	if err != nil {
 		return nil, ErrorResponse(lenientID(raw), Code(err), "aegis: malformed JSON-RPC message from the client: "+err.Error(), nil)
@@ -164,12 +193,38 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	if t := s.p.Judge.Config.CallTimeout; t > 0 {
 		c.deadline = now.Add(t)
 	}
+	// What the call names is set before it is in flight: the timer may
+	// expire it at once.
+	var params struct {
+		Name      string          `json:"name"`
+		URI       string          `json:"uri"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	switch m.Method {
+	case "tools/call":
+		if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+			return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, "aegis: tools/call needs params with a tool name", nil)
+		}
+		c.tool, c.reqID = params.Name, newRequestID()
+	case "prompts/get":
+		_ = json.Unmarshal(m.Params, &params)
+		c.tool = params.Name
+	case "resources/read":
+		_ = json.Unmarshal(m.Params, &params)
+		c.tool = params.URI
+	}
 	s.mu.Lock()
 	_, dup := s.pending[key]
 	if !dup {
 		s.pending[key] = c
 	}
 	s.mu.Unlock()
+	if !dup && !c.deadline.IsZero() {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
 	if dup {
 		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("aegis: duplicate request id %s: a request with this id is still in flight", truncate(key, 40)), nil)
@@ -177,19 +232,15 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	if m.Method == "initialize" {
 		s.noteCapabilities(m.Params)
 	}
-	if m.Method != "tools/call" {
+	switch m.Method {
+	case "prompts/get":
+		return s.requestItem(m, c, key, "prompts/"+c.tool, raw)
+	case "resources/read":
+		return s.requestItem(m, c, key, "resources/"+c.tool, raw)
+	case "tools/call":
+	default:
 		return raw, nil
 	}
-	var params struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
-		s.forget(key)
-		return nil, ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, "aegis: tools/call needs params with a tool name", nil)
-	}
-	c.tool = params.Name
-	c.reqID = newRequestID()
 	s.p.publish(events.Event{Kind: events.RequestStarted, RequestID: c.reqID, Route: routePrefix + "tools/call", Upstream: s.p.Server, Model: c.tool})
 	v := s.judgeCall(ctx, c, params.Name, params.Arguments)
 	if v == nil {
@@ -212,8 +263,20 @@ func (s *Session) FromClient(ctx context.Context, raw []byte) (toServer, toClien
 	return nil, ErrorResponse(m.ID, CodeRefused, msg, map[string]any{"reason": v.Reason, "tool": params.Name, "verdict": v})
 }
 
+// requestItem notes which prompt or resource a prompts/get or
+// resources/read asks for, and refuses one hidden from its listing.
+func (s *Session) requestItem(m *Message, c *call, key, item string, raw []byte) (toServer, toClient []byte) {
+	f, ok := s.p.hiddenItem(item)
+	if !ok {
+		return raw, nil
+	}
+	s.forget(key)
+	return nil, ErrorResponse(m.ID, CodeRefused, fmt.Sprintf("aegis_%s: Aegis refused %s %q: it was hidden from the listing: %s", f.Reason, m.Method, c.tool, f.Message),
+		map[string]any{"reason": f.Reason})
+}
+
 func (s *Session) judgeCall(ctx context.Context, c *call, name string, args json.RawMessage) *validator.Verdict {
-	if f, ok := s.p.hiddenTool(name); ok {
+	if f, ok := s.p.hiddenItem("tools/" + name); ok {
 		return failVerdict(f.Reason, validator.RiskHigh, f)
 	}
 	v, err := s.p.Judge.JudgeCallAfter(ctx, s.p.Server, c.reqID, name, args, s.p.schema(name), s.history())
@@ -261,7 +324,10 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
 		s.p.Judge.Log.Warn("mcp: dropped a malformed message from the server", "server", s.p.Server, "err", err.Error())
 		return nil
 	}
-	if m.Kind != KindResponse {
+	switch m.Kind {
+	case KindRequest:
+		return s.judgeServerRequest(ctx, m)
+	case KindNotification:
 		return raw
 	}
 	key := m.IDKey()
@@ -278,12 +344,15 @@ func (s *Session) FromServer(ctx context.Context, raw []byte) []byte {
 }
 
 func (s *Session) judgeResponse(ctx context.Context, m *Message, c *call) []byte {
+	if _, ok := listings[c.method]; ok && m.Result != nil {
+		return s.judgeList(ctx, m, c.method)
+	}
 	switch c.method {
-	case "tools/list":
+	case "prompts/get", "resources/read":
 		if m.Result == nil {
 			return m.Raw
 		}
-		return s.judgeListing(ctx, m)
+		return s.judgeContents(ctx, m, c)
 	case "tools/call", "tasks/result":
 		if m.Result == nil {
 			if c.reqID != "" {
@@ -309,7 +378,7 @@ func (s *Session) judgeByShape(ctx context.Context, m *Message) []byte {
 	}
 	switch {
 	case shape.Tools != nil:
-		return s.judgeListing(ctx, m)
+		return s.judgeList(ctx, m, "tools/list")
 	case shape.Content != nil:
 		return s.judgeResult(ctx, m, &call{method: "tools/call", tool: "(unknown)", start: s.p.now()})
 	}
@@ -350,66 +419,6 @@ func (s *Session) judgeResult(ctx context.Context, m *Message, c *call) []byte {
 	b, err := ResultResponse(m.ID, out)
 	if err != nil {
 		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged result", nil)
-	}
-	return b
-}
-
-// judgeListing screens a tools/list result: poisoned or changed tools are
-// listed with a warning, hidden, or the listing is refused, by policy.
-func (s *Session) judgeListing(ctx context.Context, m *Message) []byte {
-	var res map[string]json.RawMessage
-	if err := json.Unmarshal(m.Result, &res); err != nil {
-		return m.Raw
-	}
-	var tools []json.RawMessage
-	if err := json.Unmarshal(res["tools"], &tools); err != nil {
-		return m.Raw
-	}
-	kept := tools[:0:0]
-	hid := 0
-	var refused *validator.Verdict
-	for _, raw := range tools {
-		rep, err := s.p.Judge.JudgeTool(ctx, s.p.Server, raw)
-		if err != nil {
-			s.p.Judge.Log.Warn("mcp: a listed tool was not judged", "server", s.p.Server, "err", err.Error())
-			kept = append(kept, raw)
-			continue
-		}
-		s.p.setSchema(rep.Tool, rep.Schema)
-		if len(rep.Findings) == 0 {
-			s.p.setHidden(rep.Tool, nil)
-			kept = append(kept, raw)
-			continue
-		}
-		v := worst(rep.Findings)
-		v.Reason = validator.ReasonPromptInjection
-		s.p.flagTool(rep, v)
-		switch rep.Action {
-		case ActionWarn:
-			s.p.setHidden(rep.Tool, nil)
-			kept = append(kept, raw)
-		case ActionHide:
-			s.p.setHidden(rep.Tool, &rep.Findings[0])
-			hid++
-		case ActionRefuse:
-			s.p.setHidden(rep.Tool, &rep.Findings[0])
-			if refused == nil {
-				refused = v
-			}
-		}
-	}
-	if refused != nil {
-		return ErrorResponse(m.ID, CodeRefused, "aegis_prompt_injection: Aegis refused the tool listing: "+refused.Findings[0].Message,
-			map[string]any{"reason": refused.Reason, "verdict": refused})
-	}
-	if hid == 0 {
-		return m.Raw
-	}
-	list, _ := json.Marshal(kept)
-	res["tools"] = list
-	b, err := ResultResponse(m.ID, res)
-	if err != nil {
-		return ErrorResponse(m.ID, jsonrpc.CodeInternalError, "aegis: could not encode the judged tool list", nil)
 	}
 	return b
 }
@@ -472,6 +481,18 @@ func (s *Session) Pending() int {
 	return len(s.pending)
 }
 
+// invalidAt returns the offset of the first invalid UTF-8 byte in b.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
 // lenientID digs the id out of a message that did not decode, so its
 // error can still be matched to it; null when there is none.
 func lenientID(raw []byte) json.RawMessage {
@@ -518,29 +539,4 @@ func (p *Proxy) metricTool(name string) string {
 		return name
 	}
 	return "(unlisted)"
-}
-
-// flagTool records a flagged tool in a listing as an incident.
-func (p *Proxy) flagTool(rep ToolReport, v *validator.Verdict) {
-	id := newRequestID()
-	route := routePrefix + "tools/list"
-	p.publish(events.Event{Kind: events.RequestStarted, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool})
-	vv := *v
-	kind, outcome := events.Halt, events.OutcomeBlocked
-	if rep.Action == ActionWarn {
-		// Listed with a warning: recorded, not counted as a halt.
-		vv.Action = validator.ActionRelease
-		kind, outcome = events.Flag, events.OutcomeReleased
-	} else {
-		vv.Action = validator.ActionBlock
-	}
-	p.publish(events.Event{Kind: kind, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Attempt: 1, Verdict: &vv})
-	p.publish(events.Event{Kind: events.RequestFinished, RequestID: id, Route: route, Upstream: p.Server, Model: rep.Tool, Outcome: outcome})
-	p.Metrics.tool(p.Server, rep.Tool, rep)
-	msgs := make([]string, 0, len(rep.Findings))
-	for _, f := range rep.Findings {
-		msgs = append(msgs, f.Message)
-	}
-	p.Judge.Log.Warn("mcp: tool flagged", "server", p.Server, "tool", rep.Tool, "action", rep.Action.String(),
-		"changed", rep.Changed, "findings", strings.Join(msgs, "; "))
 }

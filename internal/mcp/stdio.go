@@ -7,9 +7,13 @@ import (
 	"io"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/aegis-sentinel/aegis/internal/clock"
+	"github.com/aegis-sentinel/aegis/internal/llamaproc"
 )
 
 // lockedWriter writes whole messages, one at a time, each with a newline.
@@ -33,21 +37,23 @@ func (l *lockedWriter) send(msgs ...[]byte) error {
 	return l.err
 }
 
-// StdioTick is how often the stdio proxy looks for calls past their
-// deadline.
-var StdioTick = time.Second
-
 // ShutdownGrace is how long the server may take to exit after its input
 // closed before it is killed.
 var ShutdownGrace = 5 * time.Second
 
 // RunStdio proxies one client on in/out to the server cmd starts (its
-// stdin and stdout must be unset; its stderr is left as set). It returns
-// when the client closed its input and the server exited, or when the
-// server exited (every call in flight answered with an error first), or
-// when ctx ends. If in is an io.Closer it is closed when the server exits
-// first, so its reader ends too.
+// stdin and stdout must be unset; its stderr is left as set). The server
+// runs in a process group of its own, killed should Aegis die (a
+// parent-death signal). It returns when the client closed its input and
+// the server exited, or when the server exited (every call in flight
+// answered with an error first), or when ctx ends (a signal: the calls in
+// flight are answered with an error and the server's process group is
+// stopped as llamaproc stops its servers). If in is an io.Closer it is
+// closed when the server exits first, so its reader ends too. A server
+// that fails to start gets every client request answered with a
+// JSON-RPC error until the client closes its input.
 func (p *Proxy) RunStdio(ctx context.Context, in io.Reader, out io.Writer, cmd *exec.Cmd) error {
+	setProcAttr(cmd)
 	sin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
@@ -56,16 +62,67 @@ func (p *Proxy) RunStdio(ctx context.Context, in io.Reader, out io.Writer, cmd *
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("mcp: starting the server: %w", err)
+	if err := startLocked(cmd); err != nil {
+		err = fmt.Errorf("mcp: starting the server: %w", err)
+		p.refuseAll(ctx, in, out, err)
+		return err
 	}
-	err = p.Run(ctx, in, out, Conn{In: sin, Out: sout, Wait: func(outDone <-chan struct{}) error {
-		return waitGrace(cmd, outDone, ShutdownGrace)
-	}})
+	proc := &stdioProcess{cmd: cmd, done: make(chan struct{})}
+	err = p.Run(ctx, in, out, Conn{In: sin, Out: sout,
+		Wait: func(outDone <-chan struct{}) error {
+			defer close(proc.done)
+			return waitGrace(cmd, outDone, ShutdownGrace)
+		},
+		Stop: func() { llamaproc.Stop(proc, ShutdownGrace) },
+	})
 	if err != nil {
 		return fmt.Errorf("mcp: the server %s: %w", p.Server, err)
 	}
 	return nil
+}
+
+// stdioProcess is the server's process as llamaproc.Stop sees it: its
+// group is signalled, Done closes once RunStdio has reaped it.
+type stdioProcess struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (s *stdioProcess) Pid() int              { return s.cmd.Process.Pid }
+func (s *stdioProcess) Done() <-chan struct{} { return s.done }
+func (s *stdioProcess) Err() error            { return nil }
+func (s *stdioProcess) Signal(sig syscall.Signal) error {
+	err := syscall.Kill(-s.cmd.Process.Pid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// refuseAll answers every request the client sends with err, as a
+// JSON-RPC error, until its input ends or ctx does.
+func (p *Proxy) refuseAll(ctx context.Context, in io.Reader, out io.Writer, err error) {
+	client := &lockedWriter{w: out}
+	lr := NewLineReader(in, p.Judge.Config.MaxMessageBytes)
+	msg := "aegis: the MCP server " + p.Server + " did not start: " + err.Error()
+	for ctx.Err() == nil {
+		line, err := lr.Next()
+		var tl *LineTooLongError
+		switch {
+		case errors.As(err, &tl):
+			client.send(ErrorResponse(tl.IDHint(), CodeServerGone, msg, nil))
+			continue
+		case err != nil:
+			return
+		}
+		m, derr := Decode(line)
+		switch {
+		case derr != nil:
+			client.send(ErrorResponse(lenientID(line), Code(derr), "aegis: malformed JSON-RPC message from the client: "+derr.Error(), nil))
+		case m.Kind == KindRequest:
+			client.send(ErrorResponse(m.ID, CodeServerGone, msg, nil))
+		}
+	}
 }
 
 // Conn is the server side of a stdio proxy: what to write the server's
@@ -76,6 +133,9 @@ type Conn struct {
 	In   io.WriteCloser
 	Out  io.Reader
 	Wait func(outDone <-chan struct{}) error
+	// Stop, when set, stops the server at once (ctx ended: a signal);
+	// Wait still reaps it.
+	Stop func()
 }
 
 // Run proxies one client on in/out to the server on conn, newline-
@@ -86,6 +146,7 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 	sess.canElicit = true // the client's pipe carries Aegis's own requests too
 	client := &lockedWriter{w: out}
 	server := &lockedWriter{w: sin}
+	sess.reply = func(b []byte) { server.send(b) }
 	limit := p.Judge.Config.MaxMessageBytes
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -94,10 +155,9 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 	clientDone := make(chan struct{})
 	serverDone := make(chan struct{})
 
-	// client → server
-	wg.Add(1)
+	// client → server (not in wg: a reader blocked on a terminal is not
+	// waited for when a signal ends the proxy)
 	go func() {
-		defer wg.Done()
 		defer close(clientDone)
 		lr := NewLineReader(in, limit)
 		for {
@@ -146,22 +206,37 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 		}
 	}()
 
-	// timeouts
+	// timeouts: a timer on the proxy's clock at the earliest deadline,
+	// re-armed when a call starts or ends.
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(StdioTick)
-		defer t.Stop()
+		clk := clock.Or(p.Clock)
 		for {
+			var fire <-chan time.Time
+			var t clock.Timer
+			if d, ok := sess.nextDeadline(); ok {
+				t = clk.NewTimer(max(d.Sub(clk.Now()), 0))
+				fire = t.C()
+			}
 			select {
-			case now := <-t.C:
-				back, up := sess.Expire(now)
+			case <-fire:
+				back, up := sess.Expire(clk.Now())
 				server.send(up...)
 				client.send(back...)
+			case <-sess.wake:
+			case <-serverDone:
+			case <-ctx.Done():
+			}
+			if t != nil {
+				t.Stop()
+			}
+			select {
 			case <-serverDone:
 				return
 			case <-ctx.Done():
 				return
+			default:
 			}
 		}
 	}()
@@ -178,14 +253,25 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 			c.Close()
 		}
 		sin.Close()
-	case <-ctx.Done():
+	case <-ctx.Done(): // a signal: answer what is in flight, stop the server
+		client.send(sess.Abort(CodeServerGone, "aegis: shutting down: the call was not answered")...)
 		sin.Close()
-		waitErr = conn.Wait(serverDone)
+		if conn.Stop != nil {
+			go conn.Stop()
+		}
+		_ = conn.Wait(serverDone) // its exit status is the stop's doing
+		cancel()
+		if c, ok := in.(io.Closer); ok {
+			c.Close()
+		}
+		wg.Wait()
+		return nil
 	}
 	cancel()
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
 	}
+	<-clientDone
 	wg.Wait()
 	return waitErr
 }

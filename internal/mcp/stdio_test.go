@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"io"
 	"os"
 	"os/exec"
@@ -64,6 +65,7 @@ func TestBadInputFromTheClient(t *testing.T) {
 		{"a bad id", `{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}`, -32600, nil},
 		{"a line over the limit", `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"p":"` + strings.Repeat("y", 2000) + `"}}`, -32600, 3.0},
 		{"tools/call without a name", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}`, -32602, 4.0},
+		{"invalid UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"message\":\"a\xff\"}}}", -32700, 5.0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,17 +99,34 @@ func TestDuplicateIDInFlight(t *testing.T) {
 	}
 }
 
+// TestServerHangsMidCall: the call times out on the proxy's clock, at
+// its deadline exactly (the timer is armed for it, not a polling tick),
+// and the server is told to cancel it.
 func TestServerHangsMidCall(t *testing.T) {
-	old := StdioTick
-	StdioTick = 20 * time.Millisecond
-	defer func() { StdioTick = old }()
 	j := testJudge(t, "")
-	j.Config.CallTimeout = 100 * time.Millisecond
-	h := newHarness(t, j)
+	j.Config.CallTimeout = 2 * time.Second
+	fake := clock.NewFake(time.Unix(1000, 0))
+	h := newHarnessClock(t, j, fake)
+	armed := fake.Armed()
 	h.send(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+	<-armed
+	for {
+		if d, ok := fake.Next(); ok && d.Equal(time.Unix(1002, 0)) {
+			break
+		}
+		armed = fake.Armed()
+		if d, ok := fake.Next(); ok && d.Equal(time.Unix(1002, 0)) {
+			break
+		}
+		<-armed
+	}
+	fake.Set(time.Unix(1002, 0))
 	m := h.next()
 	if errCode(m) != CodeTimeout || m["id"] != "h" {
 		t.Errorf("hang: %v", m)
+	}
+	if got := <-h.srv.cancelled; got != `"h"` {
+		t.Errorf("the server was sent a cancellation for %s", got)
 	}
 }
 

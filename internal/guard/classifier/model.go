@@ -306,6 +306,13 @@ func (h *Head) rawMax(f *features, window, stride int, buf *[]float32) float32 {
 	if window <= 0 || f.nWords <= window {
 		return best
 	}
+	return max(best, h.windows(f, window, stride, buf, nil))
+}
+
+// windows is the maximum raw score over the windows of a text longer
+// than window words; each, when not nil, is called with every window's.
+func (h *Head) windows(f *features, window, stride int, buf *[]float32, each func(float32)) float32 {
+	best := float32(math.Inf(-1))
 	// Prefix sums per word of word-feature and char-feature weights and counts.
 	nw := f.nWords + 1
 	need := 4 * nw
@@ -334,6 +341,9 @@ func (h *Head) rawMax(f *features, window, stride int, buf *[]float32) float32 {
 	for a := 0; a < f.nWords; a += stride {
 		b := min(a+window, f.nWords)
 		v := h.Bias + h.Scale*(norm(ws[b]-ws[a], int(wc[b]-wc[a]), h.prior)+norm(cs[b]-cs[a], int(cc[b]-cc[a]), h.prior))
+		if each != nil {
+			each(v)
+		}
 		if v > best {
 			best = v
 		}
@@ -352,4 +362,51 @@ func sortedNames[M ~map[string]V, V any](m M) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// WindowMax scores text with one head in fixed windows only: the maximum
+// raw score over windows of m.Window words (stride m.Stride), the whole
+// text counting as one window when it is shorter, and over the decoded
+// base64 payloads scored the same way; n is the number of windows
+// scored. Unlike Scores, no score is taken over the whole of a long
+// text, whose weight sum grows with its length: a window's score does not
+// depend on how much text surrounds it. It returns -Inf and 0 when the
+// model has no such head or the text has no words.
+func (m *Model) WindowMax(text, head string) (best float32, n int) {
+	best = float32(math.Inf(-1))
+	m.WindowScores(text, head, func(v float32) {
+		best = max(best, v)
+		n++
+	})
+	return best, n
+}
+
+// WindowScores calls each with the raw score of every window WindowMax
+// takes the maximum of.
+func (m *Model) WindowScores(text, head string, each func(raw float32)) {
+	for i := range m.Heads {
+		if m.Heads[i].Name == head {
+			m.windowScores(text, &m.Heads[i], 0, each)
+			return
+		}
+	}
+}
+
+func (m *Model) windowScores(text string, h *Head, depth int, each func(float32)) {
+	f := textFeatures(text, m.Bits, m.Meta.featOpts())
+	sums := sumPool.Get().(*[]float32)
+	if f.nWords > 0 {
+		if m.Window <= 0 || f.nWords <= m.Window {
+			each(h.rawWhole(f))
+		} else {
+			h.windows(f, m.Window, m.Stride, sums, each)
+		}
+	}
+	sumPool.Put(sums)
+	featPool.Put(f)
+	if depth < maxDepth {
+		for _, p := range textnorm.Payloads(text) {
+			m.windowScores(p, h, depth+1, each)
+		}
+	}
 }

@@ -49,7 +49,11 @@ var leet = map[rune]rune{
 // invisible reports runes that render as nothing and are used to split
 // words past filters: zero-width spaces and joiners, bidi controls, the
 // BOM, soft hyphens, variation selectors and other format characters.
-func invisible(r rune) bool {
+func invisible(r rune) bool { return Invisible(r) }
+
+// Invisible reports runes that render as nothing (see invisible): the
+// characters a reader cannot see but a tokenizer still reads.
+func Invisible(r rune) bool {
 	switch {
 	case r == 0xAD, r == 0x34F, r == 0x180E, r == 0x115F, r == 0x1160, r == 0x3164, r == 0xFFA0:
 		return true
@@ -98,14 +102,38 @@ func FoldRune(r rune) rune {
 // spaces, and runs of three or more single letters separated by spaces
 // ("i g n o r e") joined into one word.
 func Normalize(s string) string {
+	return normalize(s, true)
+}
+
+// normalize is Normalize; with fast, ASCII text takes a shortcut that
+// gives the same result (ASCII has no tags, invisibles, compatibility
+// forms or combining marks, so only case and white space change before
+// the words are folded).
+func normalize(s string, fast bool) string {
+	if fast && isASCII(s) {
+		b := make([]byte, len(s))
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
+				c = ' '
+			}
+			b[i] = c
+		}
+		return foldWords(string(b))
+	}
 	// Pass 1: tags and invisibles, before NFKC (which keeps them).
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
 		switch {
-		case r >= 0xE0020 && r <= 0xE007E: // tag characters smuggle ASCII
-			b.WriteRune(r - 0xE0000)
-		case r >= 0xE0000 && r <= 0xE007F, invisible(r):
+		case IsTag(r):
+			if a, ok := TagASCII(r); ok { // tag characters smuggle ASCII
+				b.WriteRune(a)
+			}
+		case invisible(r):
 		default:
 			b.WriteRune(r)
 		}
@@ -123,11 +151,38 @@ func Normalize(s string) string {
 		}
 		b.WriteRune(unicode.ToLower(r))
 	}
-	words := strings.Fields(b.String())
+	return foldWords(b.String())
+}
+
+// foldWords folds each space-separated word of s and joins spaced-out
+// letters.
+func foldWords(s string) string {
+	words := strings.Fields(s)
 	for i, w := range words {
 		words[i] = foldWord(w)
 	}
 	return strings.Join(joinSpaced(words), " ")
+}
+
+// IsTag reports a Unicode tag character (U+E0000..U+E007F).
+func IsTag(r rune) bool { return r >= 0xE0000 && r <= 0xE007F }
+
+// TagASCII returns the printable ASCII character a tag character stands
+// for (U+E0020..U+E007E), and false for the other tags.
+func TagASCII(r rune) (rune, bool) {
+	if r >= 0xE0020 && r <= 0xE007E {
+		return r - 0xE0000, true
+	}
+	return 0, false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // leetASCII marks the ASCII runes leet maps.
@@ -288,7 +343,12 @@ func hasMixedB64(run string) bool {
 	return up && lo
 }
 
-func decodeB64(run string) (string, bool) {
+func decodeB64(run string) (string, bool) { return DecodeBase64(run) }
+
+// DecodeBase64 decodes one base64 run (standard or URL-safe, padded or
+// not) and returns it when it looks like text: valid UTF-8, at least nine
+// runes in ten printable.
+func DecodeBase64(run string) (string, bool) {
 	run = strings.TrimRight(run, "=")
 	enc := base64.RawStdEncoding
 	if strings.ContainsAny(run, "-_") {
