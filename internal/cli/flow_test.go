@@ -60,7 +60,7 @@ func TestFlowSets(t *testing.T) {
 		minCaught, maxFlagged int
 	}{
 		{"testdata/flow/set1-heldout.jsonl", 26, 22, 25, 1},
-		{"testdata/flow/set2-heldout.jsonl", 29, 20, 24, 1},
+		{"testdata/flow/set2-heldout.jsonl", 29, 20, 26, 1},
 		{"testdata/flow/set1-tune.jsonl", 8, 6, 7, 1},
 		{"testdata/flow/set2-tune.jsonl", 8, 4, 8, 1},
 	}
