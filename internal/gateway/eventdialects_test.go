@@ -235,8 +235,12 @@ func TestEventDialectsToolCalls(t *testing.T) {
 								t.Fatalf("the client got %q of a refused call:\n%s", frag, raw)
 							}
 						}
-						if !bytes.Contains(raw, []byte("aegis_secret_leak")) || !bytes.Contains(raw, []byte(`\"send_email\"`)) {
-							t.Errorf("no secret_leak verdict naming the tool:\n%s", raw)
+						// The system prompt's secret goes to an address nobody
+						// named: the halt is the flow's, and the leak check's
+						// finding names the tool.
+						if !bytes.Contains(raw, []byte("aegis_data_exfiltration")) || !bytes.Contains(raw, []byte(`"reason":"secret_leak"`)) ||
+							!bytes.Contains(raw, []byte(`\"send_email\"`)) {
+							t.Errorf("no data_exfiltration halt with a secret_leak finding naming the tool:\n%s", raw)
 						}
 						return
 					}
