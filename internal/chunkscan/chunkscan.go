@@ -72,8 +72,8 @@ type Fields struct {
 	// choices[0].text (Completions), or message.content, else response
 	// (Ollama). Absent when missing or null.
 	Text Span
-	// Reasoning is the chunk's reasoning: choices[0].delta.reasoning_content
-	// or .reasoning (Chat), message.thinking, else thinking (Ollama).
+	// Reasoning is the chunk's reasoning: choices[0].delta.reasoning_content,
+	// else .reasoning (Chat); message.thinking, else thinking (Ollama).
 	// Absent when missing or null.
 	Reasoning Span
 	// Usage says the chunk carries token counts or timings (usage,
@@ -121,7 +121,8 @@ type scanner struct {
 	out *Fields
 
 	content, text Span // choice 0's delta.content and text
-	reasoning     Span // choice 0's delta.reasoning_content or .reasoning
+	reasoning     Span // choice 0's delta.reasoning_content
+	reasoningAlt  Span // and its delta.reasoning (read when the other is absent)
 	response      Span
 	thinking      Span // Ollama's top-level thinking (generate)
 	msgContent    Span
@@ -160,6 +161,9 @@ func Scan(f Format, p []byte, out *Fields) error {
 	switch f {
 	case Chat:
 		out.Text, out.Reasoning = s.content, s.reasoning
+		if !out.Reasoning.Present() {
+			out.Reasoning = s.reasoningAlt
+		}
 	case Completions:
 		out.Text = s.text
 	case Ollama:

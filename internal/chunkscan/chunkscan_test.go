@@ -12,6 +12,7 @@ import (
 // want is what a case expects Scan to find, unescaped.
 type want struct {
 	text, finish, errRaw, id, model, fp, createdAt string
+	reasoning                                      string
 	created                                        int64
 	calls                                          int
 	done                                           bool
@@ -162,6 +163,8 @@ type refOpenAI struct {
 		Delta struct {
 			Content   *string           `json:"content"`
 			ToolCalls []openai.ToolCall `json:"tool_calls"`
+			RC        *string           `json:"reasoning_content"`
+			R         *string           `json:"reasoning"`
 		} `json:"delta"`
 		Text         *string `json:"text"`
 		FinishReason *string `json:"finish_reason"`
@@ -185,8 +188,10 @@ type refOllama struct {
 	Message   *struct {
 		Content   string            `json:"content"`
 		ToolCalls []json.RawMessage `json:"tool_calls"`
+		Thinking  *string           `json:"thinking"`
 	} `json:"message"`
 	Response   *string `json:"response"`
+	Thinking   *string `json:"thinking"`
 	Done       bool    `json:"done"`
 	DoneReason string  `json:"done_reason"`
 	Error      string  `json:"error"`
@@ -220,13 +225,15 @@ func differential(t *testing.T, f Format, p []byte) {
 		w = want{model: o.Model, createdAt: o.CreatedAt, done: o.Done, finish: o.DoneReason, errRaw: o.Error}
 		switch {
 		case o.Message != nil:
-			w.text, w.calls = o.Message.Content, len(o.Message.ToolCalls)
+			w.text, w.calls, w.reasoning = o.Message.Content, len(o.Message.ToolCalls), deref(o.Message.Thinking)
 			if o.Message.ToolCalls != nil {
 				b, _ := json.Marshal(o.Message.ToolCalls)
 				wantCalls = string(b)
 			}
 		case o.Response != nil:
-			w.text = *o.Response
+			w.text, w.reasoning = *o.Response, deref(o.Thinking)
+		default:
+			w.reasoning = deref(o.Thinking)
 		}
 	} else {
 		var o refOpenAI
@@ -238,6 +245,8 @@ func differential(t *testing.T, f Format, p []byte) {
 			w.text, w.finish, w.calls = deref(c.Delta.Content), deref(c.FinishReason), len(c.Delta.ToolCalls)
 			if f == Completions {
 				w.text = deref(c.Text)
+			} else if w.reasoning = deref(c.Delta.RC); c.Delta.RC == nil {
+				w.reasoning = deref(c.Delta.R)
 			}
 			if json.Unmarshal(p, &r) == nil && len(r.Choices) > 0 {
 				wantCalls = nullRaw(r.Choices[0].Delta.ToolCalls)
@@ -252,7 +261,8 @@ func differential(t *testing.T, f Format, p []byte) {
 		return
 	}
 	g := want{text: str(p, got.Text), finish: str(p, got.FinishReason), id: str(p, got.ID), model: str(p, got.Model),
-		fp: str(p, got.Fingerprint), createdAt: str(p, got.CreatedAt), created: got.Created, calls: got.ToolCallCount, done: got.Done}
+		fp: str(p, got.Fingerprint), createdAt: str(p, got.CreatedAt), created: got.Created, calls: got.ToolCallCount, done: got.Done,
+		reasoning: str(p, got.Reasoning)}
 	if got.Error.Present() {
 		g.errRaw = string(got.Error.Of(p))
 		if f == Ollama {
@@ -290,6 +300,8 @@ func FuzzScan(f *testing.F) {
 	for _, tc := range cases {
 		f.Add(uint8(tc.f), []byte(tc.in))
 	}
+	f.Add(uint8(Chat), []byte(`{"choices":[{"delta":{"reasoning_content":"a","reasoning":"b"}}],"usage":{"x":1},"prompt_progress":{"total":3}}`))
+	f.Add(uint8(Ollama), []byte(`{"message":{"content":"","thinking":"t"},"thinking":"u","eval_count":2}`))
 	f.Fuzz(func(t *testing.T, format uint8, p []byte) {
 		fm := Format(format % 3)
 		differential(t, fm, p)

@@ -64,7 +64,7 @@ func (s *scanner) peekStart() int {
 // resetChoice forgets choice 0: a null or empty choices array replaces
 // the slice encoding/json decodes into.
 func (s *scanner) resetChoice() {
-	s.content, s.text, s.reasoning = Span{}, Span{}, Span{}
+	s.content, s.text, s.reasoning, s.reasoningAlt = Span{}, Span{}, Span{}, Span{}
 	s.out.ToolCalls, s.out.ToolCallCount, s.out.FinishReason = Span{}, 0, Span{}
 	s.out.FunctionCall = Span{}
 }
@@ -159,10 +159,10 @@ func (s *scanner) delta(keep bool) error {
 	if err := s.enter(4); err != nil {
 		return err
 	}
-	var content, calls, fcall, reasoning Span
+	var content, calls, fcall, reasoning, alt Span
 	var count int
 	if keep {
-		content, calls, count, fcall, reasoning = s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning
+		content, calls, count, fcall, reasoning, alt = s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning, s.reasoningAlt
 	}
 	for first := true; ; first = false {
 		name, esc, more, err := s.member(first)
@@ -182,8 +182,10 @@ func (s *scanner) delta(keep bool) error {
 			if err = s.skip(5); err == nil {
 				fcall = Span{start, s.i}
 			}
-		case 3, 4:
+		case 3:
 			err = s.setString(&reasoning, true)
+		case 4:
+			err = s.setString(&alt, true)
 		default:
 			err = s.skip(5)
 		}
@@ -192,7 +194,7 @@ func (s *scanner) delta(keep bool) error {
 		}
 	}
 	if keep {
-		s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning = content, calls, count, fcall, reasoning
+		s.content, s.out.ToolCalls, s.out.ToolCallCount, s.out.FunctionCall, s.reasoning, s.reasoningAlt = content, calls, count, fcall, reasoning, alt
 	}
 	return nil
 }

@@ -90,10 +90,6 @@ func (c *chunk) events() eventKind {
 	return k
 }
 
-// live reports whether c shows the upstream working on the request: any
-// event at all. The stall clock restarts at it.
-func (c *chunk) live() bool { return c.events() != 0 }
-
 // setText records a text event of s (copied into the chunk's buffer).
 func (c *chunk) setText(s string) {
 	c.buf = append(c.buf[:0], s...)
@@ -106,9 +102,9 @@ func (c *chunk) setReasoning(s string) {
 	c.reasoning, c.hasReasoning = c.rbuf, len(c.rbuf) > 0
 }
 
-// addCall records a tool-call event: one piece of one call. pos is its
-// position among the pieces of this payload (the index of a piece that
-// names none).
+// addCall records a tool-call event: one piece of one call. Its position
+// among the pieces of this payload is the index of a piece that names
+// none.
 func (c *chunk) addCall(d toolcalls.Delta) {
 	c.calls = append(c.calls, d)
 	c.hasTools = true
