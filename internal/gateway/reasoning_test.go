@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -195,7 +196,8 @@ func TestInlineThink(t *testing.T) {
 }
 
 // pacedRun serves up's chunks through a gateway on a fake clock that
-// moves by gap after each payload the gateway reads; it returns the
+// moves by gap after the gateway's attempt loop has taken in each
+// payload (so every gap the checks see is exactly gap); it returns the
 // client's lines.
 func pacedRun(t *testing.T, chunks []string, gap time.Duration, policyDoc, body string) []string {
 	t.Helper()
@@ -203,12 +205,17 @@ func pacedRun(t *testing.T, chunks []string, gap time.Duration, policyDoc, body 
 	up := &pacedUpstream{chunks: chunks, pace: make(chan struct{}, len(chunks)+1), cancelled: make(chan bool, 1)}
 	clk := clock.NewFake(lifeStart)
 	read := make(chan struct{}, 1024)
+	loop := newLoopWatch()
 	g := &Gateway{Upstreams: []*upstream.Upstream{fakeUpstream(t, up.serve)}, Clock: clk,
-		Policy: mustPolicy(t, policyDoc), readHook: func() { read <- struct{}{} }}
+		Policy: mustPolicy(t, policyDoc), readHook: func() { read <- struct{}{} }, waitHook: loop.hook}
 	s := start(t, g)
 	got := lines(t, s.URL+"/v1/chat/completions", body)
-	for range chunks {
+	for i := range chunks {
 		receive(t, read, "payload read")
+		if i < len(chunks)-1 {
+			n := i + 1
+			loop.until(t, fmt.Sprintf("%d payloads taken", n), func(s loopState) bool { return s.taken >= n })
+		}
 		clk.Advance(gap)
 		up.pace <- struct{}{}
 	}
