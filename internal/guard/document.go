@@ -41,12 +41,15 @@ func DetectKind(text string) DocKind {
 	if t == "" {
 		return DocProse
 	}
-	if (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+	if (t[0] == '{' || t[0] == '[') && (json.Valid([]byte(t)) || isJSONLines(t) || isCutJSON(t)) {
 		return DocJSON
 	}
 	head := t
 	if len(head) > 4096 {
 		head = head[:4096]
+	}
+	if isMailHeaderBlock(head) {
+		return DocEmail
 	}
 	lower := strings.ToLower(head)
 	if strings.HasPrefix(lower, "<!doctype") || strings.HasPrefix(lower, "<?xml") || strings.Contains(lower, "<html") ||
@@ -57,10 +60,17 @@ func DetectKind(text string) DocKind {
 	if len(lines) > sniffLines {
 		lines = lines[:sniffLines]
 	}
-	var hdr, code, conf, logl, n int
+	var hdr, code, conf, logl, n, cmt int
 	for i, l := range lines {
 		s := strings.TrimSpace(l)
 		if s == "" {
+			continue
+		}
+		// A "#" comment opens lines of shell, Python, Perl and
+		// configuration alike (a licence header is all of them), so it
+		// says nothing about the kind.
+		if s[0] == '#' && !strings.HasPrefix(s, "#!") && !isCodeLine(s) {
+			cmt++
 			continue
 		}
 		n++
@@ -78,6 +88,8 @@ func DetectKind(text string) DocKind {
 		}
 	}
 	switch {
+	case n == 0 && cmt > 0:
+		return DocConfig
 	case n == 0:
 		return DocProse
 	case hdr >= 2:
@@ -92,13 +104,120 @@ func DetectKind(text string) DocKind {
 	return DocProse
 }
 
+// mailHeaders are the header fields that mark a message (RFC 5322 and
+// MIME, RFC 2045).
+var mailHeaders = []string{"from:", "to:", "subject:", "date:", "received:", "return-path:", "mime-version:", "message-id:",
+	"cc:", "reply-to:", "sender:", "in-reply-to:", "references:", "delivered-to:", "content-type:", "content-transfer-encoding:"}
+
 func isMailHeader(s string) bool {
-	for _, h := range []string{"from:", "to:", "subject:", "date:", "received:", "return-path:", "mime-version:", "message-id:", "cc:", "reply-to:"} {
+	for _, h := range mailHeaders {
 		if len(s) >= len(h) && strings.EqualFold(s[:len(h)], h) {
 			return true
 		}
 	}
 	return false
+}
+
+// isMailHeaderBlock reports whether head opens with an RFC 5322 header
+// block: "Name: value" fields (folded lines start with a blank) up to
+// the first empty line, at least two of them, one a message header.
+func isMailHeaderBlock(head string) bool {
+	fields, known := 0, 0
+	for i, l := range strings.Split(head, "\n") {
+		l = strings.TrimSuffix(l, "\r")
+		switch {
+		case l == "":
+			return fields >= 2 && known >= 1
+		case l[0] == ' ' || l[0] == '\t':
+			if i == 0 {
+				return false
+			}
+			continue
+		}
+		c := strings.IndexByte(l, ':')
+		if c <= 0 || strings.ContainsAny(l[:c], " \t") {
+			return false
+		}
+		fields++
+		if isMailHeader(l) {
+			known++
+		}
+	}
+	return false
+}
+
+// isJSONLines reports whether t is JSON Lines: each of its first lines
+// a JSON value (the last may be cut).
+func isJSONLines(t string) bool {
+	lines := strings.SplitN(t, "\n", sniffLines+1)
+	if len(lines) < 2 {
+		return false
+	}
+	if len(lines) > sniffLines {
+		lines = lines[:sniffLines]
+	}
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		if l == "" || json.Valid([]byte(l)) || i == len(lines)-1 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// isCutJSON reports whether t is JSON cut short (a tool or a reader
+// stopped at a size limit): closing what is open at its last line break
+// makes it valid.
+func isCutJSON(t string) bool {
+	var stack []byte
+	inStr, esc, lastNL, nlDepth := false, false, -1, 0
+	var nlStack []byte
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case esc:
+			esc = false
+		case inStr:
+			switch c {
+			case '\\':
+				esc = true
+			case '"':
+				inStr = false
+			case '\n':
+				return false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			if len(stack) >= 512 {
+				return false
+			}
+			stack = append(stack, c)
+		case c == '}' || c == ']':
+			if len(stack) == 0 {
+				return false
+			}
+			stack = stack[:len(stack)-1]
+		case c == '\n':
+			lastNL, nlDepth = i, len(stack)
+			nlStack = append(nlStack[:0], stack...)
+		}
+	}
+	if lastNL < 0 || nlDepth == 0 {
+		return false
+	}
+	cut := strings.TrimRight(t[:lastNL], " \t\r\n,")
+	var b strings.Builder
+	b.WriteString(cut)
+	for i := len(nlStack) - 1; i >= 0; i-- {
+		if nlStack[i] == '{' {
+			b.WriteByte('}')
+		} else {
+			b.WriteByte(']')
+		}
+	}
+	return json.Valid([]byte(b.String()))
 }
 
 var codeStarts = []string{"func ", "package ", "import ", "from ", "def ", "class ", "return", "if ", "if(", "for ", "for(",
@@ -506,5 +625,41 @@ func emailSpans(text string, emit func(string)) {
 			emit(l[8:])
 		}
 	}
-	emit(body)
+	emit(mimeText(body))
+}
+
+// mimeText returns a message body without its MIME structure: boundary
+// lines, the header block that opens each part and base64 lines (an
+// attachment's bytes are not text a reader reads).
+func mimeText(body string) string {
+	var b strings.Builder
+	inHeaders := false
+	for _, l := range strings.SplitAfter(body, "\n") {
+		s := strings.TrimRight(l, "\r\n")
+		switch {
+		case inHeaders:
+			inHeaders = s != ""
+			continue
+		case len(s) > 2 && strings.HasPrefix(s, "--") && !strings.ContainsAny(s, " \t"):
+			inHeaders = true
+			continue
+		case isBase64Line(s):
+			continue
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+func isBase64Line(s string) bool {
+	if len(s) < 40 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
 }

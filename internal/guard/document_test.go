@@ -21,6 +21,14 @@ func TestDetectKind(t *testing.T) {
 		{"config", "[server]\nport = 8080\nhost = localhost\n# comment\n", DocConfig},
 		{"log", "2026-11-28 10:00:01 INFO started\n2026-11-28 10:00:02 WARN slow disk\n", DocLog},
 		{"prose", "This is a plain paragraph of text.\nIt has two lines.", DocProse},
+		{"mime message", "Content-Type: multipart/mixed; boundary=\"b1\"\nMIME-Version: 1.0\nX-Mailer: test\n\n--b1\nContent-Type: text/plain\n\nHi.\n--b1--\n", DocEmail},
+		{"folded header", "Received: from a.example\n  by b.example; Sun, 12 May 2002\nX-Spam: no\n\nBody.", DocEmail},
+		{"yaml is not mail", "name: demo\nversion: 1\n\nother: 2\n", DocConfig},
+		{"json lines", "{\"Action\":\"start\"}\n{\"Action\":\"output\",\"Output\":\"=== RUN   TestX\\n\"}\n{\"Action\":\"pass\"}\n", DocJSON},
+		{"json cut short", "{\n  \"items\": [\n    {\"name\": \"a\", \"text\": \"b\"},\n    {\"name\": \"c\", \"te", DocJSON},
+		{"not json", "{not json at all\nnor is this\n", DocProse},
+		{"python licence header", "#\n# Copyright 2000 by someone\n# Permission to use: granted\n#\nimport os\n\ndef f(x):\n    return x\n", DocCode},
+		{"comments only", "# just a comment\n# another one\n", DocConfig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := DetectKind(tc.text); got != tc.want {
@@ -45,6 +53,8 @@ func TestReadable(t *testing.T) {
 		{"json values", `{"title": "Some title here", "count": 3, "nested": {"body": "a body text"}}`,
 			DocJSON, []string{"Some title here", "a body text"}, []string{"count", "nested"}},
 		{"email body", "From: a@example.com\nSubject: Lunch plans\n\nSee you at noon.", DocEmail, []string{"Lunch plans", "See you at noon."}, []string{"a@example.com"}},
+		{"mime parts", "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"b1\"\n\nPreamble line.\n--b1\nContent-Type: text/plain\n\nThe part text.\n--b1\nContent-Type: image/png\nContent-Transfer-Encoding: base64\n\niVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk\n--b1--\n",
+			DocEmail, []string{"Preamble line.", "The part text."}, []string{"text/plain", "image/png", "iVBORw0KGgo", "--b1"}},
 		{"fenced code", "Intro text.\n```go\nx := compute() // the compute step\n```\nOutro text.", DocProse, []string{"Intro text.", "the compute step", "Outro text."}, []string{"compute()"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -176,13 +176,13 @@ const tailQ0, tailQ1 = 0.01, 0.001
 // training part of the benign document corpus (`aegis eval
 // --calibrate-docs` prints it); the held-out part was never used.
 var docCalibration = map[DocKind]WindowTail{
-	DocProse:  {3.4497552, 1.2508336},
-	DocCode:   {5.382236, 1.8276018},
+	DocProse:  {4.1110115, 1.5858488},
+	DocCode:   {5.2551956, 1.8827747},
 	DocMarkup: {6.128165, 0.43257564},
-	DocJSON:   {5.5799694, 1.1132234},
-	DocConfig: {5.5799694, 1.1132234},
-	DocLog:    {5.5799694, 1.1132234},
-	DocEmail:  {5.5799694, 1.1132234},
+	DocJSON:   {5.5863585, 1.075894},
+	DocConfig: {5.5863585, 1.075894},
+	DocLog:    {5.5863585, 1.075894},
+	DocEmail:  {5.5863585, 1.075894},
 }
 
 // DocFPR and DocHighFPR are the shares of benign documents of a kind
