@@ -32,12 +32,20 @@ type Env struct {
 	LlamaServer    string // path of the llama-server binary (or wrapper)
 	LlamaCPUURL    string // llama-server on the CPU backend
 	LlamaVulkanURL string // llama-server on Vulkan0 (llvmpipe)
-	OllamaURL      string // ollama serve
-	OllamaModel    string // name of the model created in Ollama
-	PostgresURL    string // PostgreSQL with trust auth, database "aegis"
-	PGBin          string // directory of the PostgreSQL binaries (initdb, postgres)
-	NATSURL        string // nats-server with JetStream
-	NATSServer     string // path of the nats-server binary
+	// LlamaAgentURL is a CPU llama-server for coding agents: 32K tokens of
+	// context per slot, greedy, every answer ended after 160 characters.
+	LlamaAgentURL string
+	// LlamaReasoningURL is a CPU llama-server whose thinking template and
+	// grammar make the model reason first (naming the passphrase
+	// KESTREL-7731), then answer: reasoning_content, thinking blocks and
+	// reasoning items from the real server.
+	LlamaReasoningURL string
+	OllamaURL         string // ollama serve
+	OllamaModel       string // name of the model created in Ollama
+	PostgresURL       string // PostgreSQL with trust auth, database "aegis"
+	PGBin             string // directory of the PostgreSQL binaries (initdb, postgres)
+	NATSURL           string // nats-server with JetStream
+	NATSServer        string // path of the nats-server binary
 	// Jaeger, traces kept in memory: its OTLP receivers and query API.
 	JaegerOTLPHTTP string // OTLP over HTTP, such as http://127.0.0.1:PORT
 	JaegerOTLPGRPC string // OTLP over gRPC
@@ -83,21 +91,23 @@ func Load() (*Env, error) {
 		return vals[k]
 	}
 	e := &Env{
-		Model:          get("AEGIS_TESTBED_MODEL"),
-		LlamaServer:    get("AEGIS_TESTBED_LLAMA_SERVER"),
-		LlamaCPUURL:    get("AEGIS_TESTBED_LLAMA_CPU_URL"),
-		LlamaVulkanURL: get("AEGIS_TESTBED_LLAMA_VULKAN_URL"),
-		OllamaURL:      get("AEGIS_TESTBED_OLLAMA_URL"),
-		OllamaModel:    get("AEGIS_TESTBED_OLLAMA_MODEL"),
-		PostgresURL:    get("AEGIS_TESTBED_POSTGRES_URL"),
-		PGBin:          get("AEGIS_TESTBED_PG_BIN"),
-		NATSURL:        get("AEGIS_TESTBED_NATS_URL"),
-		NATSServer:     get("AEGIS_TESTBED_NATS_SERVER"),
-		JaegerOTLPHTTP: get("AEGIS_TESTBED_JAEGER_OTLP_HTTP"),
-		JaegerOTLPGRPC: get("AEGIS_TESTBED_JAEGER_OTLP_GRPC"),
-		JaegerQueryURL: get("AEGIS_TESTBED_JAEGER_QUERY_URL"),
+		Model:             get("AEGIS_TESTBED_MODEL"),
+		LlamaServer:       get("AEGIS_TESTBED_LLAMA_SERVER"),
+		LlamaCPUURL:       get("AEGIS_TESTBED_LLAMA_CPU_URL"),
+		LlamaVulkanURL:    get("AEGIS_TESTBED_LLAMA_VULKAN_URL"),
+		LlamaAgentURL:     get("AEGIS_TESTBED_LLAMA_AGENT_URL"),
+		LlamaReasoningURL: get("AEGIS_TESTBED_LLAMA_REASONING_URL"),
+		OllamaURL:         get("AEGIS_TESTBED_OLLAMA_URL"),
+		OllamaModel:       get("AEGIS_TESTBED_OLLAMA_MODEL"),
+		PostgresURL:       get("AEGIS_TESTBED_POSTGRES_URL"),
+		PGBin:             get("AEGIS_TESTBED_PG_BIN"),
+		NATSURL:           get("AEGIS_TESTBED_NATS_URL"),
+		NATSServer:        get("AEGIS_TESTBED_NATS_SERVER"),
+		JaegerOTLPHTTP:    get("AEGIS_TESTBED_JAEGER_OTLP_HTTP"),
+		JaegerOTLPGRPC:    get("AEGIS_TESTBED_JAEGER_OTLP_GRPC"),
+		JaegerQueryURL:    get("AEGIS_TESTBED_JAEGER_QUERY_URL"),
 	}
-	if e.LlamaCPUURL == "" && e.LlamaVulkanURL == "" && e.OllamaURL == "" && e.PostgresURL == "" && e.NATSURL == "" {
+	if e.LlamaCPUURL == "" && e.LlamaVulkanURL == "" && e.LlamaAgentURL == "" && e.LlamaReasoningURL == "" && e.OllamaURL == "" && e.PostgresURL == "" && e.NATSURL == "" {
 		return nil, fmt.Errorf("testbed: no servers found in %s or the environment; run scripts/testbed up", path)
 	}
 	return e, nil
@@ -111,8 +121,8 @@ func Mandatory() bool {
 
 // Require returns the testbed or ends the test: a failure when integration
 // tests are mandatory, a skip otherwise. Each need names a server that
-// must be present: "llama-cpu", "llama-vulkan", "ollama", "postgres",
-// "nats", "jaeger".
+// must be present: "llama-cpu", "llama-vulkan", "llama-agent",
+// "llama-reasoning", "ollama", "postgres", "nats", "jaeger".
 func Require(t testing.TB, needs ...string) *Env {
 	t.Helper()
 	if testing.Short() && !Mandatory() {
@@ -127,6 +137,10 @@ func Require(t testing.TB, needs ...string) *Env {
 				have = e.LlamaCPUURL
 			case "llama-vulkan":
 				have = e.LlamaVulkanURL
+			case "llama-agent":
+				have = e.LlamaAgentURL
+			case "llama-reasoning":
+				have = e.LlamaReasoningURL
 			case "ollama":
 				have = e.OllamaURL
 			case "postgres":
