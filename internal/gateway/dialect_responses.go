@@ -45,12 +45,13 @@ func (responsesDialect) continueWith(b rawBody, note, prefix string) {
 	if in := b["input"]; len(in) > 0 && in[0] == '"' {
 		var s string
 		json.Unmarshal(in, &s)
-		user, _ := json.Marshal(map[string]string{"role": "user", "content": s})
+		user, _ := json.Marshal(map[string]string{"type": "message", "role": "user", "content": s})
 		items = append(items, user)
 	} else {
 		json.Unmarshal(in, &items)
 	}
-	pre, _ := json.Marshal(map[string]string{"role": "assistant", "content": prefix})
+	// Items carry their type: llama-server refuses an item without one.
+	pre, _ := json.Marshal(map[string]string{"type": "message", "role": "assistant", "content": prefix})
 	b.set("input", append(items, pre))
 }
 

@@ -214,7 +214,8 @@ func TestEventRequestDecode(t *testing.T) {
 		{"messages tool loop", dialectMessages, `{"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"tu1","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"tu1","content":[{"type":"text","text":"R"}]}]}]}`,
 			`user:go|assistant:[f {"a":1}]|tool(tu1):R`},
 		{"messages no messages", dialectMessages, `{"messages":[]}`, "error: messages must not be empty"},
-		{"messages bad role", dialectMessages, `{"messages":[{"role":"system","content":"x"}]}`, `error: messages[0].role`},
+		{"messages bad role", dialectMessages, `{"messages":[{"role":"tool","content":"x"}]}`, `error: messages[0].role`},
+		{"messages system role in messages", dialectMessages, `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"go"}]}`, `system:S|user:go`},
 		{"messages bad content", dialectMessages, `{"messages":[{"role":"user","content":7}]}`, "error: messages[0].content"},
 		{"messages block without type", dialectMessages, `{"messages":[{"role":"user","content":[{"text":"x"}]}]}`, "error: messages[0].content[0]: a content block without a type"},
 		{"messages tool_use from user", dialectMessages, `{"messages":[{"role":"user","content":[{"type":"tool_use","id":"x","name":"f"}]}]}`, "error: messages[0].content[0]: a tool_use block in a user message"},
@@ -374,5 +375,30 @@ func TestEventRequestsAsCases(t *testing.T) {
 				t.Errorf("checks read\n%s\nfrom the chat case\n%s", g, w)
 			}
 		})
+	}
+}
+
+// TestResponsesRetryItemsTyped: the items a hidden retry adds to a
+// Responses request carry their type; llama-server refuses an input item
+// without one ("Cannot determine type of 'item'").
+func TestResponsesRetryItemsTyped(t *testing.T) {
+	for _, body := range []string{`{"input":"hi"}`, `{"input":[{"type":"message","role":"user","content":"hi"}]}`} {
+		var b rawBody
+		if err := json.Unmarshal([]byte(body), &b); err != nil {
+			t.Fatal(err)
+		}
+		dialectResponses.continueWith(b, "note", "pre")
+		var items []map[string]any
+		if err := json.Unmarshal(b["input"], &items); err != nil {
+			t.Fatalf("%s: input after the retry's edit: %v", body, err)
+		}
+		if len(items) != 2 || items[1]["role"] != "assistant" || items[1]["content"] != "pre" {
+			t.Fatalf("%s: input after the retry's edit: %v", body, items)
+		}
+		for i, it := range items {
+			if it["type"] != "message" {
+				t.Errorf("%s: item %d has no type message: %v", body, i, it)
+			}
+		}
 	}
 }

@@ -63,8 +63,10 @@ func decodeMessages(raw []byte) (request, error) {
 	}
 	for i, m := range mr.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
-		if m.Role != "user" && m.Role != "assistant" {
-			return request{}, fmt.Errorf("%s.role: want \"user\" or \"assistant\", got %q", at, m.Role)
+		// Claude Code also sends system-role messages inside messages
+		// (llama-server reads them): they are system prompt to the checks.
+		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
+			return request{}, fmt.Errorf("%s.role: want \"user\", \"assistant\" or \"system\", got %q", at, m.Role)
 		}
 		msgs, err := messageOf(m.Role, m.Content, at)
 		if err != nil {
