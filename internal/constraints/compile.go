@@ -14,6 +14,15 @@ import (
 // checkable instructions. Earlier user turns were answered already and do
 // not bind this output.
 //
+// A request that declares tools is one step of an agent's loop, and its
+// system and developer messages are the agent program's manual for the
+// whole session: how to write commit messages, plans, headers, final
+// summaries, each under its own condition ("make headers 1-3 words",
+// "end commit messages with Co-Authored-By"). No sentence of such a
+// manual says what this one output must be, so with tools declared only
+// the user's turn is compiled. An application's own system prompt
+// without tools ("always answer in under 100 words") still binds.
+//
 // The compiler is a set of RE2 rules over the lower-cased instruction
 // text, each guarded by a cheap substring test so that a prompt without
 // any trigger word costs a few scans. Rules are written for the general
@@ -30,7 +39,7 @@ func Compile(req *validator.Request) []Check {
 		}
 	}
 	for i, m := range req.Messages {
-		if m.Role == "system" || m.Role == "developer" || i == last {
+		if (m.Role == "system" || m.Role == "developer") && len(req.Tools) == 0 || i == last {
 			texts = append(texts, m.Content)
 		}
 	}
