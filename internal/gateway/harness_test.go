@@ -9,6 +9,8 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/constraints"
 	"github.com/aegis-sentinel/aegis/internal/guard"
+	"github.com/aegis-sentinel/aegis/internal/guardlab/dataset"
+	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
@@ -142,5 +144,85 @@ func TestAgentRequestConstraints(t *testing.T) {
 				t.Errorf("compiled %d checks, want %d: %+v", len(cs), tc.want, cs)
 			}
 		})
+	}
+}
+
+// BenchmarkDecodeAgentRequest: reading an agent's first request for the
+// checks (its harness context told from the user's words).
+func BenchmarkDecodeAgentRequest(b *testing.B) {
+	for _, tc := range []struct {
+		name, file string
+		decode     func([]byte) (request, error)
+	}{
+		{"claude-code", claudeCodeRequest, decodeMessages},
+		{"codex", codexRequest, decodeResponses},
+	} {
+		raw, err := os.ReadFile(filepath.FromSlash(tc.file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.decode(raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestHarnessScreenFigures: on evaluation sets of the input screen, a
+// text sent as Claude Code's or Codex's prompt (beside their harness
+// context) gets the verdict it gets as a plain user message, and the same
+// text wrapped in the agents' tags with nothing beside it is blocked at
+// least as often: the tags hide nothing from the screen.
+func TestHarnessScreenFigures(t *testing.T) {
+	root := testbed.Shared(t, "datasets")
+	g, err := guard.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen, err := g.InputCheck(guard.DefaultInputPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocked := func(vr *validator.Request) bool {
+		v := screen(context.Background(), vr)
+		return v != nil && v.Action == validator.ActionBlock
+	}
+	decoded := func(decode func([]byte) (request, error), body []byte) *validator.Request {
+		r, err := decode(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.vreq
+	}
+	for _, name := range []string{"llm-guard-pi", "bipia-test"} {
+		set, err := dataset.EvalSet(root, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rawHits, wrappedHits := 0, 0
+		for i, it := range set.Items {
+			raw := blocked(&validator.Request{Messages: []validator.Message{{Role: "user", Content: it.Text}}})
+			cc := blocked(decoded(decodeMessages, edit(t, claudeCodeRequest, ccBlocks(reminder, it.Text))))
+			cx := blocked(decoded(decodeResponses, edit(t, codexRequest, codexInput(3, it.Text))))
+			if cc != raw || cx != raw {
+				t.Errorf("%s item %d (label %d): blocked as a plain message %v, as Claude Code's prompt %v, as Codex's %v", name, i, it.Label, raw, cc, cx)
+			}
+			if it.Label == 1 {
+				if raw {
+					rawHits++
+				}
+				if blocked(decoded(decodeMessages, edit(t, claudeCodeRequest, ccBlocks("<system-reminder>"+it.Text+"</system-reminder>")))) {
+					wrappedHits++
+				}
+			}
+		}
+		t.Logf("%s: attacks blocked as plain messages %d, wrapped in <system-reminder> alone %d", name, rawHits, wrappedHits)
+		if wrappedHits < rawHits {
+			t.Errorf("%s: %d attacks blocked wrapped in tags, %d as plain messages", name, wrappedHits, rawHits)
+		}
 	}
 }
