@@ -383,7 +383,9 @@ func aboutPart(c *compiler, toks []token, u int) bool {
 			break
 		}
 		switch w := toks[j].s; {
-		case w == "each" || w == "every" || isPartNoun(toks, j):
+		case (w == "each" || w == "every") && !(j+1 < len(toks) && wholeAnswer[toks[j+1].s]):
+			return true
+		case isPartNoun(toks, j):
 			return true
 		case isRelWord(w) || relFiller[w] || parseNum(w) > 0:
 		default:
@@ -392,6 +394,10 @@ func aboutPart(c *compiler, toks []token, u int) bool {
 	}
 	return false
 }
+
+// wholeAnswer are the nouns after "each" or "every" that name the whole
+// answer, not a part of it ("keep every answer under 40 words").
+var wholeAnswer = map[string]bool{"answer": true, "answers": true, "reply": true, "replies": true, "response": true, "responses": true, "message": true, "messages": true}
 
 // isPartNoun reports whether toks[j] names a part of the answer. A part
 // noun that is what the request asks for ("write a tagline of less than
