@@ -59,6 +59,16 @@ type ProgressWatcher interface {
 	Progress(at time.Time, output bool)
 }
 
+// Carrier is implemented by checks that judge the upstream's timing (the
+// stall watchdog). A retry that continues text an earlier attempt already
+// released feeds that text to its fresh checks again, so that the text
+// checks see the whole answer; Carry(n) says the next n bytes written are
+// such carried text, not output the upstream just sent, so the wait for
+// the new attempt's first token is still a wait for a first token.
+type Carrier interface {
+	Carry(n int)
+}
+
 // ToolCall is one function call the model made, with its arguments as the
 // raw JSON text the model produced.
 type ToolCall struct {
