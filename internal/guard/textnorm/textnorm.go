@@ -102,7 +102,20 @@ func FoldRune(r rune) rune {
 // spaces, and runs of three or more single letters separated by spaces
 // ("i g n o r e") joined into one word.
 func Normalize(s string) string {
-	return normalize(s, true)
+	if isASCII(s) {
+		return string(appendASCII(make([]byte, 0, len(s)), s))
+	}
+	return normalize(s, false)
+}
+
+// AppendNormalize appends the folded form of s (see Normalize) to dst
+// and returns the extended buffer, so that a caller that normalises many
+// texts can reuse one.
+func AppendNormalize(dst []byte, s string) []byte {
+	if isASCII(s) {
+		return appendASCII(dst, s)
+	}
+	return append(dst, normalize(s, false)...)
 }
 
 // normalize is Normalize; with fast, ASCII text takes a shortcut that
@@ -111,18 +124,7 @@ func Normalize(s string) string {
 // the words are folded).
 func normalize(s string, fast bool) string {
 	if fast && isASCII(s) {
-		b := make([]byte, len(s))
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			switch {
-			case c >= 'A' && c <= 'Z':
-				c += 'a' - 'A'
-			case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
-				c = ' '
-			}
-			b[i] = c
-		}
-		return foldWords(string(b))
+		return string(appendASCII(nil, s))
 	}
 	// Pass 1: tags and invisibles, before NFKC (which keeps them).
 	var b strings.Builder
@@ -152,6 +154,129 @@ func normalize(s string, fast bool) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return foldWords(b.String())
+}
+
+// appendASCII appends the folded form of the ASCII text s to dst in one
+// pass, without the per-word strings foldWords makes: the same result as
+// the full path (FuzzNormalize compares them), for the text the screens
+// see most.
+func appendASCII(dst []byte, s string) []byte {
+	// run holds a run of single-character alphanumeric words, which are
+	// joined when there are three or more ("i g n o r e").
+	var runBuf [64]byte
+	run := runBuf[:0]
+	sep := len(dst)
+	word := func(w string) {
+		if len(dst) > sep {
+			dst = append(dst, ' ')
+		}
+		dst = appendFoldedASCII(dst, w)
+	}
+	flushRun := func() {
+		if len(run) >= 3 {
+			if len(dst) > sep {
+				dst = append(dst, ' ')
+			}
+			dst = append(dst, run...)
+		} else {
+			for _, c := range run {
+				if len(dst) > sep {
+					dst = append(dst, ' ')
+				}
+				dst = append(dst, c)
+			}
+		}
+		run = run[:0]
+	}
+	for i := 0; i < len(s); {
+		for i < len(s) && asciiSpace[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		j := i
+		for j < len(s) && !asciiSpace[s[j]] {
+			j++
+		}
+		if j == i+1 && asciiAlnum[s[i]] {
+			run = append(run, lowerByte(s[i]))
+		} else {
+			flushRun()
+			word(s[i:j])
+		}
+		i = j
+	}
+	flushRun()
+	return dst
+}
+
+// asciiSpace marks what unicode.IsSpace calls space below U+0080.
+var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// asciiAlnum marks ASCII letters and digits.
+var asciiAlnum = func() (t [256]bool) {
+	for c := '0'; c <= 'z'; c++ {
+		t[c] = c <= '9' || c >= 'a' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func isLowerLetter(c byte) bool { return c >= 'a' && c <= 'z' }
+
+// appendFoldedASCII appends the ASCII word w lower-cased, with leetspeak
+// undone as foldWord does it.
+func appendFoldedASCII(dst []byte, w string) []byte {
+	start := len(dst)
+	letters, hasLeet := false, false
+	for i := 0; i < len(w); i++ {
+		c := lowerByte(w[i])
+		dst = append(dst, c)
+		letters = letters || isLowerLetter(c)
+		hasLeet = hasLeet || leetASCII[c]
+	}
+	if !letters || !hasLeet {
+		return dst
+	}
+	// Decide on the lower-cased original (out), write the mapped bytes
+	// into a copy: leetInside reads the word as it was.
+	orig := dst[start:]
+	var buf [64]byte
+	rs := buf[:0]
+	if len(orig) > len(buf) {
+		rs = make([]byte, 0, len(orig))
+	}
+	rs = append(rs, orig...)
+	for i, c := range rs {
+		if leetASCII[c] && leetInsideASCII(rs, i) {
+			orig[i] = byte(leet[rune(c)])
+		}
+	}
+	return dst
+}
+
+// leetInsideASCII is leetInside for an ASCII word.
+func leetInsideASCII(rs []byte, i int) bool {
+	isL := func(j int) bool {
+		if j < 0 || j >= len(rs) {
+			return false
+		}
+		c := rs[j]
+		return isLowerLetter(c) || c >= '0' && c <= '9' && leetASCII[c]
+	}
+	letter := func(j int) bool { return j >= 0 && j < len(rs) && isLowerLetter(rs[j]) }
+	switch rs[i] {
+	case '!', '|', '+', '$':
+		return isL(i-1) && (isL(i+1) || (rs[i] == '$' && i == len(rs)-1 && i > 1))
+	}
+	return letter(i-1) || letter(i+1) || (isL(i-1) && isL(i+1))
 }
 
 // foldWords folds each space-separated word of s and joins spaced-out
