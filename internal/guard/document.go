@@ -503,17 +503,20 @@ func markupSpans(text string, emit func(string)) {
 			return
 		}
 		tag := text[i : i+k+1]
+		lt := tag
+		if hasUpperASCII(tag) {
+			lt = lowerASCII(tag)
+		}
 		for _, a := range []string{"alt=", "title=", "aria-label=", "placeholder=", "content="} {
-			if v, ok := attr(tag, a); ok {
+			if v, ok := attr(tag, lt, a); ok {
 				emit(v)
 				n++
 			}
 		}
 		i += k + 1
-		lt := strings.ToLower(tag)
 		for _, el := range []string{"script", "style", "pre"} {
 			if strings.HasPrefix(lt, "<"+el) && (len(lt) == len(el)+2 || lt[len(el)+1] == ' ' || lt[len(el)+1] == '>') {
-				end := strings.Index(strings.ToLower(text[i:]), "</"+el)
+				end := indexEndTag(text[i:], el)
 				if end < 0 {
 					end = len(text) - i
 				}
@@ -529,9 +532,53 @@ func markupSpans(text string, emit func(string)) {
 	}
 }
 
-// attr finds name="value" or name='value' in a tag, case-insensitively.
-func attr(tag, name string) (string, bool) {
-	lt := strings.ToLower(tag)
+// hasUpperASCII reports whether s holds an ASCII capital letter.
+func hasUpperASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// indexEndTag returns the offset in s of the end tag "</el" (el in lower
+// case; the tag in any ASCII case, as HTML reads it), or -1. It lowers
+// no copy of the rest of the document for each element it looks after.
+func indexEndTag(s, el string) int {
+	for off := 0; ; {
+		k := strings.Index(s[off:], "</")
+		if k < 0 {
+			return -1
+		}
+		k += off
+		if e := k + 2 + len(el); e <= len(s) && equalLowerASCII(s[k+2:e], el) {
+			return k
+		}
+		off = k + 2
+	}
+}
+
+// equalLowerASCII reports whether s with its ASCII letters lowered is low.
+func equalLowerASCII(s, low string) bool {
+	if len(s) != len(low) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != low[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// attr finds name="value" or name='value' in a tag, case-insensitively
+// (lt is the tag with its ASCII letters lowered, byte for byte).
+func attr(tag, lt, name string) (string, bool) {
 	for off := 0; ; {
 		k := strings.Index(lt[off:], name)
 		if k < 0 {

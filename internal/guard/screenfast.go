@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 )
@@ -121,7 +122,8 @@ func findOverride(text, low string) string {
 }
 
 // requestLines returns the lines of text that hold a request or owner
-// marker word; low is text lower-cased by lowerASCII.
+// marker word and where requestRE can match (see mayRequest); low is
+// text lower-cased by lowerASCII.
 func requestLines(text, low string) []string {
 	var out []string
 	for len(low) > 0 {
@@ -131,7 +133,9 @@ func requestLines(text, low string) []string {
 		}
 		for _, m := range requestMarkers {
 			if hasWord(low[:n], m) {
-				out = append(out, text[:n])
+				if mayRequest(low[:n]) {
+					out = append(out, text[:n])
+				}
 				break
 			}
 		}
@@ -142,6 +146,67 @@ func requestLines(text, low string) []string {
 	}
 	return out
 }
+
+// verbsByFirst lists actionVerbs by first byte.
+var verbsByFirst = func() (t [128][]string) {
+	for _, v := range actionVerbs {
+		if !slices.Contains(t[v[0]], v) {
+			t[v[0]] = append(t[v[0]], v)
+		}
+	}
+	return t
+}()
+
+// mayRequest reports whether requestRE can match the line low (lower-cased
+// by lowerASCII): a cheap test that lets most lines skip the pattern.
+// requestRE needs an action verb followed by white space and preceded by
+// one of its openers: the line's start, sentence or clause punctuation,
+// an opening quote or bracket (each with optional white space), or white
+// space after "please", "kindly" or "you". The test looks for exactly
+// that, so it never turns away a line the pattern matches. A line with
+// non-ASCII bytes always goes to the pattern, whose case folding matches
+// letters such as U+017F (long s) and U+212A (Kelvin sign) to ASCII ones.
+func mayRequest(low string) bool {
+	for i := 0; i < len(low); i++ {
+		if low[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for p := 0; p < len(low); p++ {
+		c := low[p]
+		if p > 0 && isWordByte(low[p-1]) {
+			continue
+		}
+		for _, v := range verbsByFirst[c] {
+			if e := p + len(v); e < len(low) && isRESpace(low[e]) && strings.HasPrefix(low[p:], v) && requestOpener(low, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requestOpener reports whether what precedes offset p of low is one of
+// requestRE's openers.
+func requestOpener(low string, p int) bool {
+	if p == 0 {
+		return true
+	}
+	q := p
+	for q > 0 && isRESpace(low[q-1]) {
+		q--
+	}
+	if q == 0 {
+		return false
+	}
+	if strings.IndexByte(".!?\n:;\"'`([{", low[q-1]) >= 0 {
+		return true
+	}
+	return q < p && (strings.HasSuffix(low[:q], "please") || strings.HasSuffix(low[:q], "kindly") || strings.HasSuffix(low[:q], "you"))
+}
+
+// isRESpace reports the bytes Go's regexp calls \s.
+func isRESpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
 
 // hasWord reports whether w occurs in s as a word prefix ("user" in
 // "users" and "user's" too).
