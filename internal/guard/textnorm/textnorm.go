@@ -102,30 +102,30 @@ func FoldRune(r rune) rune {
 // spaces, and runs of three or more single letters separated by spaces
 // ("i g n o r e") joined into one word.
 func Normalize(s string) string {
-	if isASCII(s) {
-		return string(appendASCII(make([]byte, 0, len(s)), s))
-	}
-	return normalize(s, false)
+	return string(appendFolded(make([]byte, 0, len(s)), s))
 }
 
 // AppendNormalize appends the folded form of s (see Normalize) to dst
 // and returns the extended buffer, so that a caller that normalises many
 // texts can reuse one.
 func AppendNormalize(dst []byte, s string) []byte {
-	if isASCII(s) {
-		return appendASCII(dst, s)
-	}
-	return append(dst, normalize(s, false)...)
+	return appendFolded(dst, s)
 }
 
-// normalize is Normalize; with fast, ASCII text takes a shortcut that
-// gives the same result (ASCII has no tags, invisibles, compatibility
-// forms or combining marks, so only case and white space change before
-// the words are folded).
+// normalize is Normalize; with fast, word by word (appendFolded), the
+// way Normalize runs; without, the whole text through each step in turn,
+// the reference the fast path is tested against.
 func normalize(s string, fast bool) string {
-	if fast && isASCII(s) {
-		return string(appendASCII(nil, s))
+	if fast {
+		return string(appendFolded(nil, s))
 	}
+	return foldWords(mapRunes(s))
+}
+
+// mapRunes is the rune-by-rune part of normalize: tags decoded,
+// invisibles dropped, NFKD, combining marks dropped, white space made
+// ' ', lower case.
+func mapRunes(s string) string {
 	// Pass 1: tags and invisibles, before NFKC (which keeps them).
 	var b strings.Builder
 	b.Grow(len(s))
@@ -153,40 +153,40 @@ func normalize(s string, fast bool) string {
 		}
 		b.WriteRune(unicode.ToLower(r))
 	}
-	return foldWords(b.String())
+	return b.String()
 }
 
-// appendASCII appends the folded form of the ASCII text s to dst in one
-// pass, without the per-word strings foldWords makes: the same result as
-// the full path (FuzzNormalize compares them), for the text the screens
-// see most.
-func appendASCII(dst []byte, s string) []byte {
-	// run holds a run of single-character alphanumeric words, which are
+// appendFolded appends the folded form of s to dst (the same result as
+// the full path, normalize(s, false): FuzzNormalize compares them) in
+// one pass over its words, without the per-word strings foldWords makes.
+// Words are the runs between ASCII white space: an ASCII word is lowered
+// and its leetspeak undone in place; a word with other runes takes the
+// full path on its own (NFKD, like every step of it, works rune by rune
+// or within runs of combining marks, which ASCII white space ends), so
+// one accented name or copyright sign does not send a whole document
+// through it.
+func appendFolded(dst []byte, s string) []byte {
+	// run holds a run of single-rune alphanumeric words, which are
 	// joined when there are three or more ("i g n o r e").
 	var runBuf [64]byte
-	run := runBuf[:0]
+	run, runN := runBuf[:0], 0
 	sep := len(dst)
-	word := func(w string) {
+	space := func() {
 		if len(dst) > sep {
 			dst = append(dst, ' ')
 		}
-		dst = appendFoldedASCII(dst, w)
 	}
 	flushRun := func() {
-		if len(run) >= 3 {
-			if len(dst) > sep {
-				dst = append(dst, ' ')
-			}
+		if runN >= 3 {
+			space()
 			dst = append(dst, run...)
 		} else {
-			for _, c := range run {
-				if len(dst) > sep {
-					dst = append(dst, ' ')
-				}
-				dst = append(dst, c)
+			for _, r := range string(run) {
+				space()
+				dst = utf8.AppendRune(dst, r)
 			}
 		}
-		run = run[:0]
+		run, runN = run[:0], 0
 	}
 	for i := 0; i < len(s); {
 		for i < len(s) && asciiSpace[s[i]] {
@@ -195,15 +195,31 @@ func appendASCII(dst []byte, s string) []byte {
 		if i == len(s) {
 			break
 		}
-		j := i
+		j, ascii := i, true
 		for j < len(s) && !asciiSpace[s[j]] {
+			ascii = ascii && s[j] < utf8.RuneSelf
 			j++
 		}
-		if j == i+1 && asciiAlnum[s[i]] {
+		switch {
+		case j == i+1 && asciiAlnum[s[i]]:
 			run = append(run, lowerByte(s[i]))
-		} else {
+			runN++
+		case ascii:
 			flushRun()
-			word(s[i:j])
+			space()
+			dst = appendFoldedASCII(dst, s[i:j])
+		default:
+			for _, w := range strings.Fields(mapRunes(s[i:j])) {
+				w = foldWord(w)
+				if utf8.RuneCountInString(w) == 1 && isAlnum(w) {
+					run = append(run, w...)
+					runN++
+					continue
+				}
+				flushRun()
+				space()
+				dst = append(dst, w...)
+			}
 		}
 		i = j
 	}
