@@ -3,6 +3,7 @@ package guard
 import (
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 )
 
 // DocKind is what a tool result looks like to the document screen.
@@ -610,28 +611,90 @@ func htmlText(s string) string { return entities.Replace(s) }
 
 // jsonSpans emits every string of two words or more (values, rarely
 // keys) of a JSON document; a string that is itself JSON is read too.
+// JSON Lines are read line by line; from the first line that is not one
+// JSON value on, and for a document cut short, the strings are read with
+// encoding/json's Decoder up to its first error.
 func jsonSpans(text string, emit func(string)) {
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
 	n := 0
-	for n < maxSpans {
-		tok, err := d.Token()
-		if err != nil {
-			return
-		}
-		s, ok := tok.(string)
-		if !ok || strings.TrimSpace(s) == "" {
-			continue
+	str := func(s string) bool {
+		if strings.TrimSpace(s) == "" {
+			return n < maxSpans
 		}
 		if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
 			jsonSpans(t, emit)
-			continue
+			return n < maxSpans
 		}
 		if strings.Contains(strings.TrimSpace(s), " ") { // keys and codes are single words
 			emit(s)
 			n++
 		}
+		return n < maxSpans
 	}
+	// A document that opens an object or array and does not close one is
+	// not valid (most often cut short): no need to scan it to find out.
+	t := strings.TrimSpace(text)
+	closed := t != "" && (t[0] != '{' && t[0] != '[' || t[len(t)-1] == '}' || t[len(t)-1] == ']')
+	if closed && json.Valid([]byte(text)) {
+		jsonStrings(text, str)
+		return
+	}
+	rest := text
+	for rest != "" {
+		line, after, _ := strings.Cut(rest, "\n")
+		if strings.TrimSpace(line) != "" {
+			if !json.Valid([]byte(line)) {
+				break
+			}
+			if !jsonStrings(line, str) {
+				return
+			}
+		}
+		rest = after
+	}
+	d := json.NewDecoder(strings.NewReader(rest))
+	d.UseNumber()
+	for n < maxSpans {
+		tok, err := d.Token()
+		if err != nil {
+			return
+		}
+		if s, ok := tok.(string); ok && !str(s) {
+			return
+		}
+	}
+}
+
+// jsonStrings calls str with each string (key or value) of the valid
+// JSON text in order, decoded as encoding/json decodes it, until str
+// returns false; it reports whether str never did.
+func jsonStrings(text string, str func(string) bool) bool {
+	for i := 0; i < len(text); i++ {
+		if text[i] != '"' {
+			continue
+		}
+		j, plain := i+1, true
+		for ; j < len(text) && text[j] != '"'; j++ {
+			if text[j] == '\\' {
+				plain = false
+				j++
+			}
+		}
+		raw := text[i+1 : min(j, len(text))]
+		if !plain || !utf8.ValidString(raw) {
+			// Escapes, and invalid UTF-8 (which encoding/json replaces
+			// with U+FFFD), are decoded by encoding/json itself.
+			var s string
+			if err := json.Unmarshal([]byte(text[i:min(j+1, len(text))]), &s); err != nil {
+				return true // not reached: the text is valid JSON
+			}
+			raw = s
+		}
+		if !str(raw) {
+			return false
+		}
+		i = j
+	}
+	return true
 }
 
 // configSpans emits the comments and the values of configuration lines.
