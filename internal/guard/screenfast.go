@@ -131,13 +131,8 @@ func requestLines(text, low string) []string {
 		if n < 0 {
 			n = len(low)
 		}
-		for _, m := range requestMarkers {
-			if hasWord(low[:n], m) {
-				if mayRequest(low[:n]) {
-					out = append(out, text[:n])
-				}
-				break
-			}
+		if hasMarker(low[:n]) && mayRequest(low[:n]) {
+			out = append(out, text[:n])
 		}
 		if n == len(low) {
 			break
@@ -145,6 +140,31 @@ func requestLines(text, low string) []string {
 		text, low = text[n+1:], low[n+1:]
 	}
 	return out
+}
+
+// markersByFirst lists requestMarkers by first byte.
+var markersByFirst = func() (t [128][]string) {
+	for _, m := range requestMarkers {
+		t[m[0]] = append(t[m[0]], m)
+	}
+	return t
+}()
+
+// hasMarker reports whether one of requestMarkers occurs in low as a
+// word prefix (hasWord of each, in one pass over the line).
+func hasMarker(low string) bool {
+	for p := 0; p < len(low); p++ {
+		c := low[p]
+		if c >= utf8.RuneSelf || p > 0 && isWordByte(low[p-1]) {
+			continue
+		}
+		for _, m := range markersByFirst[c] {
+			if strings.HasPrefix(low[p:], m) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // verbsByFirst lists actionVerbs by first byte.
@@ -207,22 +227,6 @@ func requestOpener(low string, p int) bool {
 
 // isRESpace reports the bytes Go's regexp calls \s.
 func isRESpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
-
-// hasWord reports whether w occurs in s as a word prefix ("user" in
-// "users" and "user's" too).
-func hasWord(s, w string) bool {
-	for off := 0; ; {
-		k := strings.Index(s[off:], w)
-		if k < 0 {
-			return false
-		}
-		k += off
-		if k == 0 || !isWordByte(s[k-1]) {
-			return true
-		}
-		off = k + len(w)
-	}
-}
 
 func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80

@@ -53,3 +53,37 @@ func FuzzMayRequest(f *testing.F) {
 		}
 	})
 }
+
+// hasWord (the reference for hasMarker) reports whether w occurs in s as a word prefix ("user" in
+// "users" and "user's" too).
+func hasWord(s, w string) bool {
+	for off := 0; ; {
+		k := strings.Index(s[off:], w)
+		if k < 0 {
+			return false
+		}
+		k += off
+		if k == 0 || !isWordByte(s[k-1]) {
+			return true
+		}
+		off = k + len(w)
+	}
+}
+
+// FuzzHasMarker: hasMarker finds a marker exactly when hasWord finds one
+// of them.
+func FuzzHasMarker(f *testing.F) {
+	for _, s := range []string{"my keys", "the users", "yours truly", "kindly do", "todo: x", "please", "mummy", "ayou", "\u00e9you", "_my", "user's"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		low := lowerASCII(s)
+		want := false
+		for _, m := range requestMarkers {
+			want = want || hasWord(low, m)
+		}
+		if got := hasMarker(low); got != want {
+			t.Fatalf("hasMarker(%q) = %v, want %v", low, got, want)
+		}
+	})
+}
