@@ -25,13 +25,23 @@ var requestMarkers = []string{"my", "user", "please", "you", "todo", "kindly"}
 // lowerASCII returns s with ASCII letters lowered, byte for byte (so
 // offsets stay valid).
 func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 32
+	var b strings.Builder
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			if b.Cap() == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[start:i])
+			b.WriteByte(c + 32)
+			start = i + 1
 		}
 	}
-	return string(b)
+	if start == 0 {
+		return s
+	}
+	b.WriteString(s[start:])
+	return b.String()
 }
 
 // maxRegions bounds the regions one marker is tried on; past it, the
@@ -57,9 +67,9 @@ var anchorsByFirst = func() (t [128][]string) {
 // over the words, so the cost does not grow with the number of anchors.
 func anchorHits(low string) map[string][]int {
 	hits := map[string][]int{}
-	for i := 0; i < len(low); i++ {
+	for i := nextWordStart(low, 0); i < len(low); i = nextWordStart(low, i+1) {
 		c := low[i]
-		if c >= 0x80 || (i > 0 && isWordByte(low[i-1])) {
+		if c >= 0x80 {
 			continue
 		}
 		for _, w := range anchorsByFirst[c] {
@@ -153,9 +163,9 @@ var markersByFirst = func() (t [128][]string) {
 // hasMarker reports whether one of requestMarkers occurs in low as a
 // word prefix (hasWord of each, in one pass over the line).
 func hasMarker(low string) bool {
-	for p := 0; p < len(low); p++ {
+	for p := nextWordStart(low, 0); p < len(low); p = nextWordStart(low, p+1) {
 		c := low[p]
-		if c >= utf8.RuneSelf || p > 0 && isWordByte(low[p-1]) {
+		if c >= utf8.RuneSelf {
 			continue
 		}
 		for _, m := range markersByFirst[c] {
@@ -192,11 +202,8 @@ func mayRequest(low string) bool {
 			return true
 		}
 	}
-	for p := 0; p < len(low); p++ {
+	for p := nextWordStart(low, 0); p < len(low); p = nextWordStart(low, p+1) {
 		c := low[p]
-		if p > 0 && isWordByte(low[p-1]) {
-			continue
-		}
 		for _, v := range verbsByFirst[c] {
 			if e := p + len(v); e < len(low) && isRESpace(low[e]) && strings.HasPrefix(low[p:], v) && requestOpener(low, p) {
 				return true
@@ -228,8 +235,28 @@ func requestOpener(low string, p int) bool {
 // isRESpace reports the bytes Go's regexp calls \s.
 func isRESpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
 
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+func isWordByte(c byte) bool { return wordByte[c] }
+
+// wordByte marks the bytes of a word in lower-cased text: ASCII lower-case
+// letters, digits, '_' and every byte of a multi-byte rune.
+var wordByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+	}
+	return t
+}()
+
+// nextWordStart returns the offset of the first word start in low at or
+// after i (a byte that is not a word byte counts as a start of its own,
+// as a marker or anchor can open with any byte), skipping the rest of a
+// word in one tight loop; len(low) when none.
+func nextWordStart(low string, i int) int {
+	if i > 0 && i < len(low) && wordByte[low[i-1]] {
+		for i < len(low) && wordByte[low[i]] {
+			i++
+		}
+	}
+	return i
 }
 
 // WindowTail describes the upper tail of the window scores of one kind

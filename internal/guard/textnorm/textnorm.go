@@ -467,10 +467,16 @@ func Payloads(s string) []string {
 	return out
 }
 
-func isB64(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
-		c == '+' || c == '/' || c == '-' || c == '_' || c == '='
-}
+func isB64(c byte) bool { return b64Byte[c] }
+
+// b64Byte marks the bytes of standard and URL-safe base64 and its padding.
+var b64Byte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+			c == '+' || c == '/' || c == '-' || c == '_' || c == '='
+	}
+	return t
+}()
 
 // hasMixedB64 rejects runs that are plain words or numbers: real base64
 // of text mixes upper case, lower case and (usually) digits.
