@@ -317,15 +317,6 @@ func TagASCII(r rune) (rune, bool) {
 	return 0, false
 }
 
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
 // leetASCII marks the ASCII runes leet maps.
 var leetASCII = func() (t [utf8.RuneSelf]bool) {
 	for r := range leet {
