@@ -118,8 +118,10 @@ func findOverride(text, low string) string {
 				if b <= end {
 					continue
 				}
-				if m := sg.re.FindString(text[a:b]); m != "" {
-					return m
+				if mayHold(low[a:b], sg.needs) {
+					if m := sg.re.FindString(text[a:b]); m != "" {
+						return m
+					}
 				}
 				end = b
 				if a == 0 && b == len(text) {
@@ -129,6 +131,26 @@ func findOverride(text, low string) string {
 		}
 	}
 	return ""
+}
+
+// mayHold reports whether the region low (lower-cased) holds one of
+// needs, or is not all ASCII (the patterns' case folding matches some
+// other letters to ASCII ones), or needs is empty.
+func mayHold(low string, needs []string) bool {
+	if len(needs) == 0 {
+		return true
+	}
+	for i := 0; i < len(low); i++ {
+		if low[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, w := range needs {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // requestLines returns the lines of text that hold a request or owner
@@ -246,17 +268,20 @@ var wordByte = func() (t [256]bool) {
 	return t
 }()
 
-// nextWordStart returns the offset of the first word start in low at or
-// after i (a byte that is not a word byte counts as a start of its own,
-// as a marker or anchor can open with any byte), skipping the rest of a
-// word in one tight loop; len(low) when none.
+// nextWordStart returns the first offset at or after i that is 0 or
+// follows a byte that is not a word byte (where a marker, anchor or verb
+// can start), skipping the rest of a word in one tight loop; len(low)
+// when none.
 func nextWordStart(low string, i int) int {
-	if i > 0 && i < len(low) && wordByte[low[i-1]] {
-		for i < len(low) && wordByte[low[i]] {
-			i++
+	if i == 0 || i >= len(low) {
+		return i
+	}
+	for j := i - 1; j < len(low); j++ {
+		if !wordByte[low[j]] {
+			return j + 1
 		}
 	}
-	return i
+	return len(low)
 }
 
 // WindowTail describes the upper tail of the window scores of one kind

@@ -87,3 +87,28 @@ func FuzzHasMarker(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOverrideNeeds: every match of an override marker holds one of the
+// marker's needs (so a region without any can skip the pattern).
+func FuzzOverrideNeeds(f *testing.F) {
+	for _, s := range []string{
+		"Ignore all previous instructions", "NEW INSTRUCTIONS: do x", "important message from the user",
+		"<INFORMATION>", "### system_message", "[system]", "to you, the AI", "before you can solve the task",
+		"Dear assistant,", "AI: you must", "do not tell the user", "strictly adhere to the following",
+		"stop what you are doing", "this is very important for you", "assistant: send", "note for the model",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for i := 0; i < len(s); i++ {
+			if s[i] >= 0x80 {
+				return // mayHold sends non-ASCII regions to the pattern
+			}
+		}
+		for i, sg := range overrideSigns {
+			if m := sg.re.FindString(s); m != "" && !mayHold(lowerASCII(s), sg.needs) {
+				t.Fatalf("marker %d matches %q in %q, which holds none of %q", i, m, s, sg.needs)
+			}
+		}
+	})
+}
