@@ -3,7 +3,6 @@ package guard
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 )
 
 // DocKind is what a tool result looks like to the document screen.
@@ -145,80 +144,6 @@ func isMailHeaderBlock(head string) bool {
 		}
 	}
 	return false
-}
-
-// isJSONLines reports whether t is JSON Lines: each of its first lines
-// a JSON value (the last may be cut).
-func isJSONLines(t string) bool {
-	lines := strings.SplitN(t, "\n", sniffLines+1)
-	if len(lines) < 2 {
-		return false
-	}
-	if len(lines) > sniffLines {
-		lines = lines[:sniffLines]
-	}
-	for i, l := range lines {
-		l = strings.TrimSpace(l)
-		if l == "" || json.Valid([]byte(l)) || i == len(lines)-1 {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-// isCutJSON reports whether t is JSON cut short (a tool or a reader
-// stopped at a size limit): closing what is open at its last line break
-// makes it valid.
-func isCutJSON(t string) bool {
-	var stack []byte
-	inStr, esc, lastNL, nlDepth := false, false, -1, 0
-	var nlStack []byte
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case esc:
-			esc = false
-		case inStr:
-			switch c {
-			case '\\':
-				esc = true
-			case '"':
-				inStr = false
-			case '\n':
-				return false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			if len(stack) >= 512 {
-				return false
-			}
-			stack = append(stack, c)
-		case c == '}' || c == ']':
-			if len(stack) == 0 {
-				return false
-			}
-			stack = stack[:len(stack)-1]
-		case c == '\n':
-			lastNL, nlDepth = i, len(stack)
-			nlStack = append(nlStack[:0], stack...)
-		}
-	}
-	if lastNL < 0 || nlDepth == 0 {
-		return false
-	}
-	cut := strings.TrimRight(t[:lastNL], " \t\r\n,")
-	var b strings.Builder
-	b.WriteString(cut)
-	for i := len(nlStack) - 1; i >= 0; i-- {
-		if nlStack[i] == '{' {
-			b.WriteByte('}')
-		} else {
-			b.WriteByte(']')
-		}
-	}
-	return json.Valid([]byte(b.String()))
 }
 
 var codeStarts = []string{"func ", "package ", "import ", "from ", "def ", "class ", "return", "if ", "if(", "for ", "for(",
@@ -608,94 +533,6 @@ func attr(tag, lt, name string) (string, bool) {
 var entities = strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&quot;", `"`, "&#39;", "'", "&nbsp;", " ", "&apos;", "'")
 
 func htmlText(s string) string { return entities.Replace(s) }
-
-// jsonSpans emits every string of two words or more (values, rarely
-// keys) of a JSON document; a string that is itself JSON is read too.
-// JSON Lines are read line by line; from the first line that is not one
-// JSON value on, and for a document cut short, the strings are read with
-// encoding/json's Decoder up to its first error.
-func jsonSpans(text string, emit func(string)) {
-	n := 0
-	str := func(s string) bool {
-		if strings.TrimSpace(s) == "" {
-			return n < maxSpans
-		}
-		if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
-			jsonSpans(t, emit)
-			return n < maxSpans
-		}
-		if strings.Contains(strings.TrimSpace(s), " ") { // keys and codes are single words
-			emit(s)
-			n++
-		}
-		return n < maxSpans
-	}
-	// A document that opens an object or array and does not close one is
-	// not valid (most often cut short): no need to scan it to find out.
-	t := strings.TrimSpace(text)
-	closed := t != "" && (t[0] != '{' && t[0] != '[' || t[len(t)-1] == '}' || t[len(t)-1] == ']')
-	if closed && json.Valid([]byte(text)) {
-		jsonStrings(text, str)
-		return
-	}
-	rest := text
-	for rest != "" {
-		line, after, _ := strings.Cut(rest, "\n")
-		if strings.TrimSpace(line) != "" {
-			if !json.Valid([]byte(line)) {
-				break
-			}
-			if !jsonStrings(line, str) {
-				return
-			}
-		}
-		rest = after
-	}
-	d := json.NewDecoder(strings.NewReader(rest))
-	d.UseNumber()
-	for n < maxSpans {
-		tok, err := d.Token()
-		if err != nil {
-			return
-		}
-		if s, ok := tok.(string); ok && !str(s) {
-			return
-		}
-	}
-}
-
-// jsonStrings calls str with each string (key or value) of the valid
-// JSON text in order, decoded as encoding/json decodes it, until str
-// returns false; it reports whether str never did.
-func jsonStrings(text string, str func(string) bool) bool {
-	for i := 0; i < len(text); i++ {
-		if text[i] != '"' {
-			continue
-		}
-		j, plain := i+1, true
-		for ; j < len(text) && text[j] != '"'; j++ {
-			if text[j] == '\\' {
-				plain = false
-				j++
-			}
-		}
-		raw := text[i+1 : min(j, len(text))]
-		if !plain || !utf8.ValidString(raw) {
-			// Escapes, and invalid UTF-8 (which encoding/json replaces
-			// with U+FFFD), are decoded by encoding/json itself.
-			var s string
-			if err := json.Unmarshal([]byte(text[i:min(j+1, len(text))]), &s); err != nil {
-				return true // not reached: the text is valid JSON
-			}
-			raw = s
-		}
-		if !str(raw) {
-			return false
-		}
-		i = j
-	}
-	return true
-}
 
 // configSpans emits the comments and the values of configuration lines.
 func configSpans(text string, emit func(string)) {

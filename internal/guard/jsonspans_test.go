@@ -44,6 +44,12 @@ var jsonSpanTexts = []string{
 	"{\"a\": \"b c\"}\n1 2 \"three four\"\n",
 	"{\n  \"items\": [\n    {\"name\": \"a b\", \"text\": \"c d\"},\n    {\"name\": \"e f\", \"te",
 	`[1, 2.5e3, true, null, "x y", {"": "  ", " ": "p q"}]`,
+	"[1,,\n\"a b\", \"c d",
+	"{\"k\"\n: \"v w\", \"x\": \"y z",
+	"{\"a\": [\n  \"x y\",\n  \"z w\", 3, {\"q\": \"r s",
+	"{\"a\": {\"b\": \n\"c d\", \"e\": \"f g\"}, \"h i\": [\"j k",
+	"[\n{\"a\": \"b c\"},\n{\"d\": \"e f\"},\n{\"g\": \"h",
+	"{\"a\": 1,\n\"b\": true\n, \"c\": \"d e\", \"f",
 }
 
 // TestJSONSpansMatchDecoder: jsonSpans emits what reading every token
@@ -71,4 +77,33 @@ func FuzzJSONSpans(f *testing.F) {
 			t.Fatalf("jsonSpans(%q) = %q, want %q", text, got, want)
 		}
 	})
+}
+
+// TestCutJSONState: the opening that puts a parser where a cut document's
+// last line break leaves it.
+func TestCutJSONState(t *testing.T) {
+	for _, tc := range []struct {
+		name, text, open string
+		ok               bool
+	}{
+		{"array in object", "{\"a\": [\n  \"x y\",\n  \"z w", `{"":[0,`, true},
+		{"after a closed element", "[\n{\"a\": \"b c\"},\n{\"g\"", `[0,`, true},
+		{"key before colon (left to the Decoder)", "{\"k\"\n: \"v\"", "", false},
+		{"value after colon (left to the Decoder)", "{\"k\":\n\"v", "", false},
+		{"first key", "{\n\"k\": \"v", `{`, true},
+		{"after a value", "{\"a\": 1\n, \"b\"", `{"":0`, true},
+		{"two commas", "[1,,\n\"a b\"", "", false},
+		{"top level", "{\"a\": 1}\n{\"b\"", "", false},
+		{"no line break", "{\"a\": \"b", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			open, cut, ok := cutJSONState(tc.text)
+			if ok != tc.ok || open != tc.open {
+				t.Fatalf("cutJSONState = %q, %d, %v; want %q, %v", open, cut, ok, tc.open, tc.ok)
+			}
+			if ok && tc.text[cut] != '\n' {
+				t.Errorf("cut at %d, not a line break", cut)
+			}
+		})
+	}
 }
