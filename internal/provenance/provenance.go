@@ -462,3 +462,23 @@ func (ix *Index) Lower(i int) string {
 	}
 	return s.lower
 }
+
+// Locate returns where the folded form of s stands in source src's folded
+// text, from byte from on, and its folded length; pos is -1 when the
+// source does not hold it. Callers mark stretches of a source (a
+// system-prompt canary) to judge the runs Trace reports against.
+func (ix *Index) Locate(src, from int, s string) (pos, n int) {
+	if src < 0 || src >= len(ix.Sources) {
+		return -1, 0
+	}
+	ix.tmp = Fold(ix.tmp[:0], s)
+	f := ix.Sources[src].folded
+	if len(ix.tmp) == 0 || from < 0 || from > len(f) {
+		return -1, len(ix.tmp)
+	}
+	i := bytes.Index(f[from:], ix.tmp)
+	if i < 0 {
+		return -1, len(ix.tmp)
+	}
+	return from + i, len(ix.tmp)
+}
