@@ -482,3 +482,27 @@ func (ix *Index) Locate(src, from int, s string) (pos, n int) {
 	}
 	return from + i, len(ix.tmp)
 }
+
+// NamedFold is Named after folding: the kinds of source whose folded text
+// holds the folded s ("GB29 NWBK 6016 1331 9268 19" and
+// "gb29nwbk60161331926819" name each other), and the first result or
+// declaration that does, or -1. A folded s shorter than Gram names
+// nothing.
+func (ix *Index) NamedFold(s string) (Mask, int) {
+	ix.tmp = Fold(ix.tmp[:0], s)
+	if len(ix.tmp) < Gram {
+		return 0, -1
+	}
+	var m Mask
+	first := -1
+	for i := range ix.Sources {
+		src := &ix.Sources[i]
+		if bytes.Contains(src.folded, ix.tmp) {
+			m |= 1 << src.Kind
+			if first < 0 && (src.Kind == Result || src.Kind == FlaggedResult || src.Kind == Declaration) {
+				first = i
+			}
+		}
+	}
+	return m, first
+}

@@ -206,6 +206,17 @@ func (v *Validator) judge(d destination) origin {
 			return origin{trusted: true}
 		}
 	}
+	if !d.host && strings.IndexByte(d.value, '@') < 0 {
+		// An account, an IBAN, a wallet or a phone number: named however
+		// it is spaced or dashed, and a phone number by its last nine
+		// digits (the country code or trunk zero written or not).
+		if note(ix.NamedFold(d.value)) {
+			return origin{trusted: true}
+		}
+		if tail, ok := phoneTail(d.value); ok && note(ix.NamedFold(tail)) {
+			return origin{trusted: true}
+		}
+	}
 	if at := strings.LastIndexByte(d.value, '@'); at > 0 {
 		// A colleague: an address at a domain the user or the system
 		// prompt named.
@@ -323,6 +334,11 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	case best.n > 0:
 		f.Reason = validator.ReasonDataExfiltration
 		f.Message = "call to " + quote(call.Name) + ": " + describeCarried(ix, best, total) + " to " + dest
+	case from.kind != provenance.Nowhere && isPayment(call):
+		// Money goes where a tool result or a declaration said, flagged
+		// as injected or not: a payment's recipient is the user's to give.
+		f.Reason = validator.ReasonDataExfiltration
+		f.Message = "call to " + quote(call.Name) + " pays " + dest + "; a payment's recipient must come from the user or the system prompt"
 	case from.kind == provenance.Nowhere && kind.egress && !isRead(call) && v.flow.heardUser:
 		// A send to a destination the model made up: whatever it
 		// carries, nobody asked for it to go there.
@@ -343,6 +359,65 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 		}
 	}
 	return []validator.Finding{f}
+}
+
+// payWords are tool-name words of calls that move money.
+var payWords = map[string]bool{
+	"pay": true, "payment": true, "payments": true, "payout": true, "payouts": true, "wire": true, "remit": true,
+	"tip": true, "donate": true, "donation": true, "sepa": true, "refund": true, "crypto": true, "btc": true,
+	"eth": true, "money": true, "funds": true, "transaction": true, "transactions": true, "venmo": true,
+	"paypal": true, "zelle": true, "iban": true,
+}
+
+// isPayment reports whether a call moves money: a tool named for it
+// (make_payment, wire_funds, transfer_money, create_payout) or an amount
+// among its arguments.
+func isPayment(call validator.ToolCall) bool {
+	for _, w := range nameTokens(call.Name) {
+		if payWords[w] {
+			return true
+		}
+	}
+	for _, val := range toolcalls.Values(call.Arguments) {
+		for _, w := range nameTokens(lastSegment(val.Path)) {
+			if w == "amount" || w == "sats" || w == "satoshis" || w == "lamports" || w == "wei" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastSegment is a value path's last segment that is not an array index.
+func lastSegment(path string) string {
+	segs := strings.Split(path, "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if segs[i] != "" && !isIndex(segs[i]) {
+			return segs[i]
+		}
+	}
+	return ""
+}
+
+// phoneTail returns the last nine digits of a value written as a phone
+// number (digits, spaces, '+', '-', '.', parentheses; nine to fifteen
+// digits).
+func phoneTail(s string) (string, bool) {
+	digits := make([]byte, 0, 16)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isDigit(c):
+			digits = append(digits, c)
+		case c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')':
+		default:
+			return "", false
+		}
+	}
+	if len(digits) < 9 || len(digits) > 15 {
+		return "", false
+	}
+	return string(digits[len(digits)-9:]), true
 }
 
 // readNames are tool-name words of calls that fetch rather than send.
