@@ -25,9 +25,11 @@
 //     decoder or download pipelines into interpreters, persistence,
 //     permission changes on credential files and data carried by network
 //     or DNS tools.
-//   - sql: statements of a SQL tool are parsed (sql.go); DROP, TRUNCATE,
-//     ALTER, GRANT and DELETE or UPDATE without WHERE are unsafe_content
-//     unless the user asked for exactly that.
+//   - sql: statements of a SQL tool are parsed (sql.go), or, where the
+//     MySQL-dialect parser cannot read them (PostgreSQL's own syntax),
+//     classified by a tokeniser (sqlscan.go); DROP, TRUNCATE, ALTER, GRANT
+//     and DELETE or UPDATE without WHERE are unsafe_content unless the
+//     user asked for exactly that.
 package toolpolicy
 
 import (
@@ -141,8 +143,11 @@ command that does not parse fails malformed_tool_call.
 sql: tools that run SQL (a sql parameter, or a query/statement parameter on a tool
 named for a database) have their statements parsed: DROP, TRUNCATE, ALTER, GRANT,
 and DELETE or UPDATE without WHERE fail unsafe_content unless the user's messages
-name the operation and every table it touches; a statement that does not parse
-fails malformed_tool_call.
+name the operation and every table it touches. Statements the MySQL-dialect parser
+cannot read (PostgreSQL's :: casts, $1 parameters, RETURNING, ON CONFLICT, CASCADE,
+dollar-quoted bodies) are classified by their tokens: the leading keyword, the tables
+after it, a WHERE at the statement's own depth, the statements of a WITH clause, of a
+DO block and of the strings it EXECUTEs. Text that is not SQL holds no operation.
 
 Findings name the call and the argument: tool_calls/N/arguments/path, offsets
 into that value.`
