@@ -60,6 +60,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aegis-sentinel/aegis/internal/mdimage"
 	"github.com/aegis-sentinel/aegis/internal/secretrules"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -206,10 +207,7 @@ type Detector struct {
 	// gitleaks' rules over the stream (secretrules.Stream).
 	rules *secretrules.Stream
 
-	img      imageState
-	imgAlt   int
-	imgStart int
-	imgBuf   []byte
+	img mdimage.Scanner
 }
 
 // buffers are a closed detector's word and line, kept for the next one:
@@ -345,8 +343,8 @@ func (d *Detector) Close() {
 	if d.lits != nil {
 		d.lits.flush(d.reportLiteral)
 	}
-	if d.img == imgURL {
-		d.endImage()
+	if img, ok := d.img.End(); ok {
+		d.judgeImage(img)
 	}
 	d.endWord()
 	d.endLine()

@@ -262,8 +262,8 @@ func (v *Validator) Write(p []byte) (int, error) {
 // Settled implements validator.Validator: everything but an image in
 // progress.
 func (v *Validator) Settled() int {
-	if v.img.state != imgNone && len(v.img.finds) == 0 {
-		return v.img.start
+	if bang, _ := v.img.scan.Pending(); bang >= 0 && len(v.img.finds) == 0 {
+		return bang
 	}
 	return v.n
 }
@@ -275,10 +275,9 @@ func (v *Validator) Findings() []validator.Finding { return v.img.finds }
 // Close implements validator.Validator: an image whose URL reaches the
 // end of the answer is judged there.
 func (v *Validator) Close() {
-	if v.img.state == imgURL {
-		v.endImage()
+	if img, ok := v.img.scan.End(); ok {
+		v.endImage(img)
 	}
-	v.img.state = imgNone
 }
 
 func contains(list []string, s string) bool {
