@@ -2,6 +2,7 @@ package leak
 
 import (
 	"github.com/aegis-sentinel/aegis/internal/mdimage"
+	"github.com/aegis-sentinel/aegis/internal/secretrules"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 )
 
@@ -56,6 +57,9 @@ func (d *Detector) judgeImage(img mdimage.Image) {
 func (d *Detector) decodingReader() *Detector {
 	s := &Detector{cfg: d.cfg, allow: d.allow, quoteHold: -1, awsAt: -1, awsRun: -1, beginHold: -1, noImages: true}
 	s.cfg.SystemPrompt = false
+	if d.rules != nil {
+		s.rules = secretrules.Default().NewStream(nil)
+	}
 	if len(d.secrets) > 0 {
 		s.lits = newLiteralMatcher(d.secrets)
 	}
