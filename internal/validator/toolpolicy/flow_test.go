@@ -21,19 +21,9 @@ func runFlowCases(t *testing.T, cases []flowCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := New(DefaultConfig(), tc.req, injectedScreen)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs := v.CheckToolCall(tc.call)
-			if tc.reason == validator.ReasonNone {
-				if len(fs) > 0 {
-					t.Fatalf("want a pass, got %+v", fs)
-				}
+			fs := expectCall(t, nil, tc.req, tc.call, tc.reason, tc.path)
+			if len(fs) == 0 {
 				return
-			}
-			if len(fs) == 0 || fs[0].Reason != tc.reason || fs[0].Path != tc.path {
-				t.Fatalf("findings %+v: want %s at %s", fs, tc.reason, tc.path)
 			}
 			for _, val := range argTexts(tc.call.Arguments) {
 				for k := 0; k+8 <= len(val); k++ {
