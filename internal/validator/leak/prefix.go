@@ -45,21 +45,8 @@ func run(class func(byte) bool, lo, hi int) segment {
 	return segment{class: class, min: lo, max: hi}
 }
 
-func asciiWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
-
-func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-
-func alnumUnder(c byte) bool     { return alnum(c) || c == '_' }
-func alnumDash(c byte) bool      { return alnum(c) || c == '-' }
-func alnumUnderDash(c byte) bool { return alnum(c) || c == '_' || c == '-' }
-func awsKeyByte(c byte) bool     { return c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' }
-func urlPassByte(c byte) bool    { return c != '/' && c != '@' && !isSpaceByte(c) }
-func urlHostByte(c byte) bool    { return c != '/' && !isSpaceByte(c) }
-
-// atWordBoundary is RE2's \b before word[i] when word[i] is a word byte.
-func atWordBoundary(word []byte, i int) bool { return i == 0 || !asciiWordByte(word[i-1]) }
+func urlPassByte(c byte) bool { return c != '/' && c != '@' && !isSpaceByte(c) }
+func urlHostByte(c byte) bool { return c != '/' && !isSpaceByte(c) }
 
 func anywhere([]byte, int) bool { return true }
 
