@@ -151,6 +151,10 @@ type Gateway struct {
 	// fake clock only once the gateway has taken in what the reader
 	// queued and armed the timers they expect.
 	waitHook func(loopState)
+	// closeHook, when set, is called each time an attempt's reader has
+	// closed the upstream's response (after reading a finished stream's
+	// body to its end, which gives the connection back to the pool).
+	closeHook func()
 
 	kinds kinds // detection of upstreams down at start (detect.go)
 

@@ -274,3 +274,38 @@ func TestClientReadsInLargePieces(t *testing.T) {
 		t.Errorf("ReadBufferSize %d, want at least 16 KiB", tr.ReadBufferSize)
 	}
 }
+
+// TestStreamEndedAndDrain: a stream is Ended only at its last event, not
+// at an error, and Drain reads what follows it to the body's end within
+// its limit.
+func TestStreamEndedAndDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		s       *Stream
+		ended   bool
+		limit   int64
+		reached bool
+	}{
+		{"done marker", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\n"))), true, 10, true},
+		{"bytes after done", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\n" + strings.Repeat("x", 1<<20)))), true, 10, false},
+		{"bytes within the limit", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\nxx"))), true, 10, true},
+		{"final event", NewEventStream(io.NopCloser(strings.NewReader("event: a\ndata: {}\n\nevent: stop\ndata: {}\n\n")), func(name string, _ []byte) bool { return name == "stop" }), true, 10, true},
+		{"truncated", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\n"))), false, 10, true},
+		{"ndjson", NewNDJSONStream(io.NopCloser(strings.NewReader("{\"done\":true}\n"))), true, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for {
+				if _, err := tc.s.Next(); err != nil {
+					break
+				}
+			}
+			if got := tc.s.Ended(); got != tc.ended {
+				t.Fatalf("Ended() = %v, want %v", got, tc.ended)
+			}
+			if got := tc.s.Drain(tc.limit); got != tc.reached {
+				t.Fatalf("Drain(%d) = %v, want %v", tc.limit, got, tc.reached)
+			}
+			tc.s.Close()
+		})
+	}
+}
