@@ -109,7 +109,7 @@ func (x *exchange) try(n int, body []byte) result {
 		<-rd.done
 		rd.release()
 	}()
-	l := &attemptLoop{x: x, n: n, chk: chk, rd: rd, cancel: cancel, idle: x.g.idleTimeout()}
+	l := &attemptLoop{x: x, n: n, chk: chk, rd: rd, cancel: cancel, idle: x.g.idleTimeout(), ctx: ctx}
 	return l.run(clk)
 }
 
