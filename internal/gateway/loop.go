@@ -297,6 +297,9 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 	fed := false
 	ev := c.events()
 	mode := x.g.policy().Reasoning
+	if h, ok := x.route.(reasoningHider); ok && x.req.stream && mode == policy.ReasoningHide {
+		p = h.hideReasoning(p) // its closing events repeat the reasoning whole
+	}
 	if ev.has(evReasoning) {
 		fed = x.feedReasoning(chk, p, c, at, mode)
 		if s.step.Failed {
