@@ -196,3 +196,67 @@ func waitFirst(t *testing.T, loop *loopWatch) {
 		receive(t, changed, "a wait of the attempt's loop")
 	}
 }
+
+// TestOllamaModelLoadedKeepsWaiting: Ollama reports nothing about a
+// prompt in progress; while the request's model is loaded (GET /api/ps),
+// 45 s without an event is no stall, and once it is not, ttft applies
+// with what Ollama answered.
+func TestOllamaModelLoadedKeepsWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name, ps string
+		stall    bool
+	}{
+		{"loaded", `{"models":[{"name":"stories:latest","model":"stories:latest"}]}`, false},
+		{"not loaded", `{"models":[]}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			noLeaks(t)
+			first := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if r.URL.Path == "/api/ps" {
+					io.WriteString(w, tc.ps)
+					return
+				}
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				select {
+				case <-first:
+				case <-r.Context().Done():
+					return
+				}
+				io.WriteString(w, `{"model":"stories","created_at":"2026-11-28T18:00:00Z","message":{"role":"assistant","content":"Once upon a time."},"done":false}`+"\n")
+				io.WriteString(w, `{"model":"stories","created_at":"2026-11-28T18:00:01Z","message":{"role":"assistant","content":""},"done_reason":"stop","done":true}`+"\n")
+			}))
+			t.Cleanup(srv.Close)
+			clk := clock.NewFake(lifeStart)
+			loop := newLoopWatch()
+			g := &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "ollama", srv.URL, upstream.KindOllama)}, Clock: clk,
+				Policy: mustPolicy(t, haltStalls), waitHook: loop.hook}
+			s := start(t, g)
+			got := lines(t, s.URL+"/api/chat", `{"model":"stories","messages":[{"role":"user","content":"x"}]}`)
+			waitFirst(t, loop)
+			for i := 1; i <= 5; i++ {
+				clk.Advance(DefaultWorkProbe)
+				loop.until(t, fmt.Sprintf("%d answers about the upstream's work", i), func(s loopState) bool { return s.workAsked >= i })
+			}
+			clk.Advance(20 * time.Second) // 45 s in all
+			if !tc.stall {
+				loop.until(t, "6 answers", func(s loopState) bool { return s.workAsked >= 6 })
+				close(first)
+			}
+			var out []string
+			for l := range got {
+				out = append(out, l)
+			}
+			all := strings.Join(out, "\n")
+			if tc.stall != strings.Contains(all, "aegis_stall") || tc.stall && !strings.Contains(all, `Ollama has no model \"stories\" loaded`) {
+				t.Fatalf("stall %v wanted:\n%s", tc.stall, all)
+			}
+			if !tc.stall && !strings.Contains(all, "Once upon a time.") {
+				t.Fatalf("the answer did not arrive:\n%s", all)
+			}
+		})
+	}
+}
