@@ -318,6 +318,9 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 		return
 	}
 	from := len(a.toolFinds)
+	if c.Read == nil || c.Read.Arguments != c.Arguments {
+		c.Read = toolcalls.Read(c.Arguments) // once, for every check
+	}
 	for _, t := range a.toolChks {
 		a.toolFinds = append(a.toolFinds, t.CheckToolCall(c)...)
 	}

@@ -76,6 +76,26 @@ type ToolCall struct {
 	ID        string `json:"id,omitempty"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Read, when set, is what one reading of Arguments found
+	// (toolcalls.Read): the checks that judge the call use it rather than
+	// reading the arguments again. It is not part of the call's JSON.
+	Read *ReadArgs `json:"-"`
+}
+
+// ArgValue is one string value inside a call's arguments, decoded from
+// its JSON escapes, with the JSON pointer-like path to it ("body",
+// "attachments/0/name"; "" for arguments that are a bare string).
+type ArgValue struct {
+	Path string
+	Text string
+}
+
+// ReadArgs is what one reading of a call's arguments found: their string
+// values in document order, and whether they are one JSON value.
+type ReadArgs struct {
+	Arguments string
+	Values    []ArgValue
+	Valid     bool
 }
 
 // ToolCallChecker is implemented by validators that judge tool calls. The

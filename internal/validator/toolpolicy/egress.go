@@ -155,9 +155,9 @@ type destination struct {
 // destinations returns what an egress call sends to: in each value under a
 // destination-like parameter, the e-mail addresses, URL hosts and IBANs, or
 // the whole value when it holds none of those.
-func destinations(args string) []destination {
+func destinations(vals []toolcalls.Value) []destination {
 	var out []destination
-	for _, v := range toolcalls.Values(args) {
+	for _, v := range vals {
 		if !destPath(v.Path) {
 			continue
 		}

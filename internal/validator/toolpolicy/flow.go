@@ -274,10 +274,10 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	kind := v.kind(call.Name)
 	var ds []destination
 	if kind.egress {
-		ds = destinations(call.Arguments)
+		ds = destinations(toolcalls.Of(call).Values)
 	}
 	if kind.shell {
-		ds = append(ds, shellDestinations(call.Arguments)...)
+		ds = append(ds, shellDestinations(toolcalls.Of(call).Values)...)
 	}
 	if len(ds) == 0 {
 		return nil
@@ -301,7 +301,7 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	total := 0
 	var vals []toolcalls.Value
 	var texts []string
-	for _, val := range toolcalls.Values(call.Arguments) {
+	for _, val := range toolcalls.Of(call).Values {
 		if !v.isReference(val, ds) {
 			vals, texts = append(vals, val), append(texts, val.Text)
 		}
@@ -431,7 +431,7 @@ var readNames = map[string]bool{
 // (fetch_url, get_webpage, browse) and for nothing that sends. A read
 // carries out only what its URL holds, which the flow rule traces.
 func isRead(call validator.ToolCall) bool {
-	for _, val := range toolcalls.Values(call.Arguments) {
+	for _, val := range toolcalls.Of(call).Values {
 		if strings.EqualFold(val.Path, "method") {
 			m := strings.ToUpper(strings.TrimSpace(val.Text))
 			return m == "GET" || m == "HEAD"
@@ -605,9 +605,9 @@ var hostRE = regexp.MustCompile(`(?i)^(?:[a-z0-9_-]+\.)+[a-z]{2,}$`)
 // shellDestinations returns the hosts a command contacts: every URL's,
 // and the host arguments of network commands (dig, nslookup, curl, ssh,
 // ...), where a DNS lookup of a made-up subdomain carries data out.
-func shellDestinations(args string) []destination {
+func shellDestinations(vals []toolcalls.Value) []destination {
 	var out []destination
-	for _, val := range commandText(args) {
+	for _, val := range commandText(vals) {
 		text := val.Text
 		for _, m := range findAll(urlRE, text, strings.Contains(text, "://")) {
 			if h := urlHost(text[m[0]:m[1]]); h != "" {

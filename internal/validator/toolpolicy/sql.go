@@ -51,9 +51,9 @@ func isSQL(name string, t *validator.Tool) bool {
 }
 
 // sqlText is the statement values of a call.
-func sqlText(args string) []toolcalls.Value {
+func sqlText(vals []toolcalls.Value) []toolcalls.Value {
 	var out []toolcalls.Value
-	for _, v := range toolcalls.Values(args) {
+	for _, v := range vals {
 		segs := strings.Split(v.Path, "/")
 		if sqlParams[strings.ToLower(segs[len(segs)-1])] {
 			out = append(out, v)
@@ -184,7 +184,7 @@ func isWordRune(c byte) bool {
 func (v *Validator) checkSQL(call validator.ToolCall, base string) []validator.Finding {
 	var out []validator.Finding
 	user := v.userText()
-	for _, val := range sqlText(call.Arguments) {
+	for _, val := range sqlText(toolcalls.Of(call).Values) {
 		path := base + "/arguments"
 		if val.Path != "" {
 			path += "/" + val.Path

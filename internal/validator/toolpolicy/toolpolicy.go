@@ -315,7 +315,7 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 		// that they are JSON is enough, and the egress and shell checks
 		// read the values that one pass found.
 		if !ruled {
-			if !toolcalls.Valid(call.Arguments) {
+			if !toolcalls.Of(call).Valid {
 				return nil // tool_call reports arguments that are not JSON
 			}
 		} else if json.Unmarshal([]byte(s), &args) != nil {
