@@ -141,4 +141,3 @@ func waitPidfds(t *testing.T, fds map[int]int, deadline time.Duration) []int {
 	}
 	return left
 }
-
