@@ -308,6 +308,7 @@ and the dashboard (/ui) are served on the same address.`,
 				"url", "http://"+addr+u.Path, "dashboard", "http://"+addr+"/ui/", "metrics", "http://"+addr+"/metrics")
 			<-cmd.Context().Done()
 			rt.log.Info("shutting down")
+			hp.Shutdown() // the calls in flight are answered with an error
 			stop()
 			return nil
 		},

@@ -282,7 +282,9 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
 	}
-	<-clientDone
+	// The client's reader is not waited for: when the server exited
+	// first, a reader blocked on a terminal or a pipe would hold the proxy
+	// (and a signal to it) until the client closed its input.
 	wg.Wait()
 	return waitErr
 }
