@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/aegis-sentinel/aegis/internal/guard"
@@ -17,37 +16,7 @@ import (
 // calls, and benign look-alikes of each) through aegis check with the
 // default policy: attacks must fail, look-alikes pass.
 func TestAgentCases(t *testing.T) {
-	out, errs, _ := runCLI(t, "check", "testdata/agent/cases.jsonl")
-	if errs != "" && !strings.Contains(errs, "failed") {
-		t.Logf("stderr: %s", errs)
-	}
-	caught, attacks, flagged, benign := 0, 0, 0, 0
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		var v struct {
-			ID      string `json:"id"`
-			Verdict string `json:"verdict"`
-			Reason  string `json:"reason"`
-			Error   string `json:"error"`
-		}
-		if err := json.Unmarshal([]byte(l), &v); err != nil || v.Error != "" {
-			t.Fatalf("verdict %q: %v", l, err)
-		}
-		switch {
-		case strings.HasPrefix(v.ID, "attack-"):
-			attacks++
-			if v.Verdict == "fail" {
-				caught++
-			} else {
-				t.Logf("missed %s", v.ID)
-			}
-		case strings.HasPrefix(v.ID, "benign-"):
-			benign++
-			if v.Verdict == "fail" {
-				flagged++
-				t.Logf("flagged %s (%s)", v.ID, v.Reason)
-			}
-		}
-	}
+	caught, attacks, flagged, benign := flowScore(t, "testdata/agent/cases.jsonl")
 	t.Logf("attacks caught %d/%d, benign flagged %d/%d", caught, attacks, flagged, benign)
 	if attacks != 26 || benign != 22 {
 		t.Fatalf("the set holds %d attacks and %d benign cases, want 26 and 22", attacks, benign)

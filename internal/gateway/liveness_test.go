@@ -26,15 +26,28 @@ const (
 	slotsIdle = `[{"id":0,"is_processing":false,"id_task":7},{"id":1,"is_processing":false,"id_task":3}]`
 )
 
-// prefillRun asks a fake llama-server that sends its first event only
-// once the test says so and answers /slots with reply, through a gateway
-// on a fake clock: it moves the clock by the probe interval steps times,
-// each time after the gateway took the upstream's answer about its work,
-// then lets the answer come. It returns the client's lines.
+// prefillRun asks a fake llama-server that answers /slots with reply,
+// through a gateway on a fake clock: it moves the clock by the probe
+// interval steps times, each time after the gateway took the upstream's
+// answer about its work, then lets the answer come. It returns the
+// client's lines.
 func prefillRun(t *testing.T, reply slotsReply, steps int, policyDoc string, maxWait time.Duration) string {
 	t.Helper()
+	return workRun(t, reply, steps, policyDoc, maxWait, true)
+}
+
+// prefillRunUntilStall is prefillRun whose first event never comes: after
+// the answers the clock moves past ttft.
+func prefillRunUntilStall(t *testing.T, reply slotsReply, steps int, maxWait time.Duration) string {
+	t.Helper()
+	return workRun(t, reply, steps, haltStalls, maxWait, false)
+}
+
+// workRun is prefillRun when answer is true, prefillRunUntilStall when not.
+func workRun(t *testing.T, reply slotsReply, steps int, policyDoc string, maxWait time.Duration, answer bool) string {
+	t.Helper()
 	noLeaks(t)
-	first := make(chan struct{})
+	first := make(chan struct{}) // closed when the answer may come
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		if r.URL.Path == "/slots" {
@@ -69,9 +82,13 @@ func prefillRun(t *testing.T, reply slotsReply, steps int, policyDoc string, max
 	waitFirst(t, loop)
 	for i := 1; i <= steps; i++ {
 		clk.Advance(DefaultWorkProbe)
-		loop.until(t, fmt.Sprintf("%d answers about the upstream's work", i), func(s loopState) bool { return s.workAsked >= i || s.ended })
+		loop.until(t, fmt.Sprintf("%d answers about the upstream's work", i), func(s loopState) bool { return s.workAsked >= i || answer && s.ended })
 	}
-	close(first)
+	if answer {
+		close(first)
+	} else {
+		clk.Advance(31 * time.Second) // past ttft from the last progress
+	}
 	var out []string
 	for l := range got {
 		out = append(out, l)
@@ -122,47 +139,6 @@ func TestPromptWorkStalls(t *testing.T) {
 			}
 		})
 	}
-}
-
-// prefillRunUntilStall is prefillRun whose first event never comes: after
-// the answers the clock moves past ttft.
-func prefillRunUntilStall(t *testing.T, reply slotsReply, steps int, maxWait time.Duration) string {
-	t.Helper()
-	noLeaks(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		if r.URL.Path == "/slots" {
-			if reply.hang {
-				<-r.Context().Done()
-				return
-			}
-			w.WriteHeader(reply.status)
-			io.WriteString(w, reply.body)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
-	t.Cleanup(srv.Close)
-	clk := clock.NewFake(lifeStart)
-	loop := newLoopWatch()
-	g := &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(t, "llama", srv.URL, upstream.KindLlamaServer)}, Clock: clk,
-		Policy: mustPolicy(t, haltStalls), waitHook: loop.hook, MaxPromptWait: maxWait}
-	s := start(t, g)
-	got := lines(t, s.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`)
-	waitFirst(t, loop)
-	for i := 1; i <= steps; i++ {
-		clk.Advance(DefaultWorkProbe)
-		loop.until(t, fmt.Sprintf("%d answers about the upstream's work", i), func(s loopState) bool { return s.workAsked >= i })
-	}
-	clk.Advance(31 * time.Second) // past ttft from the last progress
-	var out []string
-	for l := range got {
-		out = append(out, l)
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestTestbedSlots: the testbed's llama-server serves /slots by default,

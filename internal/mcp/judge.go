@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"time"
 
@@ -229,23 +228,11 @@ func isProse(where string) bool {
 // walkStrings calls f for every string value in v (descriptions, titles,
 // enums, defaults) with its JSON path.
 func walkStrings(v any, path string, f func(where, text string)) {
-	switch x := v.(type) {
-	case string:
-		f(path, x)
-	case []any:
-		for i, e := range x {
-			walkStrings(e, fmt.Sprintf("%s/%d", path, i), f)
+	walkSchema(v, path, func(where, text string, name bool) {
+		if !name {
+			f(where, text)
 		}
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			walkStrings(x[k], path+"/"+k, f)
-		}
-	}
+	})
 }
 
 // argumentText joins the string values of a call's arguments, one per

@@ -29,16 +29,7 @@ func TestProgressKeepsStallAway(t *testing.T) {
 		{"progress then silence past ttft", []int{-20}, 51, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := &validator.Registry{}
-			stall.Register(reg)
-			p, err := policy.Parse([]byte("checks: {stall: {ttft: 30s, gap: 15s}}\n"), "p", reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := New(p, &validator.Request{}, Options{Registry: reg, Clock: clock.NewFake(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stallAttempt(t, t0)
 			a.Tick(at(0))
 			for _, e := range tc.events {
 				if e < 0 {
@@ -75,16 +66,7 @@ func TestCarriedTextIsNoOutput(t *testing.T) {
 		{"not carried: the replay counts as output", false, 0, 16, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := &validator.Registry{}
-			stall.Register(reg)
-			p, err := policy.Parse([]byte("checks: {stall: {ttft: 30s, gap: 15s}}\n"), "p", reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := New(p, &validator.Request{}, Options{Registry: reg, Clock: clock.NewFake(t0)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a := stallAttempt(t, t0)
 			if tc.carry {
 				a.Carry(len("I think.") + len("Once upon"))
 			}
@@ -99,4 +81,21 @@ func TestCarriedTextIsNoOutput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stallAttempt is an attempt whose only check is stall (ttft 30 s, gap
+// 15 s), on a fake clock that starts at t0.
+func stallAttempt(t *testing.T, t0 time.Time) *Attempt {
+	t.Helper()
+	reg := &validator.Registry{}
+	stall.Register(reg)
+	p, err := policy.Parse([]byte("checks: {stall: {ttft: 30s, gap: 15s}}\n"), "p", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(p, &validator.Request{}, Options{Registry: reg, Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

@@ -2,9 +2,7 @@ package testbed
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,23 +23,7 @@ func postJSON(t *testing.T, url, body string, out any) {
 
 func postLong(t *testing.T, url, body string) *http.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := HTTPClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: status %d: %s", url, resp.StatusCode, b)
-	}
-	return resp
+	return postWithin(t, url, body, 5*time.Minute)
 }
 
 // longPrompt returns a story-like user message of n words that the tiny

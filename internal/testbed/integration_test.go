@@ -20,7 +20,14 @@ import (
 
 func post(t *testing.T, url, body string) *http.Response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	return postWithin(t, url, body, 90*time.Second)
+}
+
+// postWithin sends body as JSON to url, fails the test unless the answer is
+// 200 within d, and closes the answer's body when the test ends.
+func postWithin(t *testing.T, url, body string, d time.Duration) *http.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {

@@ -93,6 +93,9 @@ func (s *wordSums) accumulate(t []byte, w []int8, bits uint8, opt featOpts) {
 		copy(last[:5], last[1:])
 		last[5] = uint64(r)
 		n++
+		// The 4-, 5- and 6-character grams ending here, each hashed from
+		// its own seed over the last k characters. Written out rather than
+		// looped: this runs once per character of every document.
 		var cv int32
 		var cn float32
 		if n >= 4 {
