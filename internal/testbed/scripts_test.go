@@ -104,7 +104,7 @@ esac
 	cmd := exec.Command(filepath.Join(root, "scripts/test"))
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "GO="+fakeGo, "AEGIS_TESTBED_STATE="+state,
-		"AEGIS_TESTBED_SKIP=llama-cpu,llama-vulkan,ollama,postgres,nats,jaeger")
+		"AEGIS_TESTBED_SKIP=llama-cpu,llama-vulkan,llama-agent,llama-reasoning,ollama,postgres,nats,jaeger")
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("scripts/test succeeded: %s", out)
