@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,11 +20,13 @@ import (
 // Messages and Responses routes, next to the chat route in the same run:
 // llama-server's recorded streams of each (the first 40 events of
 // testdata/wire and of llama-chat-200.sse, then their closing events;
-// 250 µs per event) asked directly and through Aegis, interleaved, under
+// 250 µs per event) asked directly, through Aegis and through a plain
+// httputil.ReverseProxy, interleaved, under
 // the default policy and under one without the checks that hold back
 // the last tokens (repetition, leak), which shows what the gateway and
-// the dialect add. It reports the time to the first text delta of each
-// and what Aegis adds to it.
+// the dialect add. It reports the time to the first text delta of each,
+// what Aegis and the plain proxy add to it, and how much of that is on
+// the way in (how much later the upstream has the request).
 func BenchmarkEventDialectsSideBySide(b *testing.B) {
 	for _, tc := range []struct {
 		path, capture, body string
@@ -43,28 +46,32 @@ func BenchmarkEventDialectsSideBySide(b *testing.B) {
 			evs = append(evs, appendNamed(nil, ev.Name, ev.Data))
 		}
 		evs = append(evs[:40:40], evs[len(evs)-tc.closing:]...)
-		up := replay(b, evs, 250*time.Microsecond)
+		var arrived atomic.Int64
+		up := replayNoting(b, evs, 250*time.Microsecond, &arrived)
 		for _, pol := range policies(b) {
 			b.Run(strings.TrimPrefix(tc.path, "/v1/")+"/"+pol.name, func(b *testing.B) {
 				bus := &events.Bus{}
 				sub := bus.Subscribe(1 << 14)
 				defer sub.Close()
 				aegis := start(b, &Gateway{Upstreams: []*upstream.Upstream{mustUpstream(b, "replay", up.URL, upstream.KindLlamaServer)}, Policy: pol.pol, Events: bus})
+				proxy := reverseProxy(b, up.URL)
 				client := &http.Client{Transport: upstream.NewClient().Transport}
 				defer client.CloseIdleConnections()
-				urls := []string{up.URL + tc.path, aegis.URL + tc.path}
-				var ttft [2][]time.Duration
+				urls := []string{up.URL + tc.path, aegis.URL + tc.path, proxy.URL + tc.path}
+				var ttft, reqs [3][]time.Duration
 				round := func() error {
-					var texts [2]string
+					var texts [3]string
 					for i, u := range urls {
+						t0 := time.Now()
 						d, text, err := firstDelta(client, u, []byte(tc.body))
 						if err != nil {
 							return err
 						}
 						ttft[i] = append(ttft[i], d)
+						reqs[i] = append(reqs[i], time.Unix(0, arrived.Load()).Sub(t0))
 						texts[i] = text
 					}
-					if texts[0] == "" || texts[1] != texts[0] {
+					if texts[0] == "" || texts[1] != texts[0] || texts[2] != texts[0] {
 						return fmt.Errorf("text through Aegis %q, direct %q", texts[1], texts[0])
 					}
 					return nil
@@ -74,7 +81,7 @@ func BenchmarkEventDialectsSideBySide(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				ttft = [2][]time.Duration{}
+				ttft, reqs = [3][]time.Duration{}, [3][]time.Duration{}
 				for len(sub.C) > 0 {
 					<-sub.C
 				}
@@ -85,13 +92,26 @@ func BenchmarkEventDialectsSideBySide(b *testing.B) {
 					}
 				}
 				added := make([]time.Duration, len(ttft[0]))
+				addedReq := make([]time.Duration, len(ttft[0]))
+				proxyAdded := make([]time.Duration, len(ttft[0]))
+				proxyReq := make([]time.Duration, len(ttft[0]))
 				for i := range added {
 					added[i] = ttft[1][i] - ttft[0][i]
+					addedReq[i] = reqs[1][i] - reqs[0][i]
+					proxyAdded[i] = ttft[2][i] - ttft[0][i]
+					proxyReq[i] = reqs[2][i] - reqs[0][i]
 				}
 				us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 				b.ReportMetric(us(pct(ttft[0], .5)), "direct-ttft-p50-µs")
 				b.ReportMetric(us(pct(added, .5)), "aegis-added-ttft-p50-µs")
 				b.ReportMetric(us(pct(added, .99)), "aegis-added-ttft-p99-µs")
+				// Of that, the way in: how much later the upstream has the
+				// request.
+				b.ReportMetric(us(pct(addedReq, .5)), "aegis-added-request-p50-µs")
+				// What any proxy adds: a plain httputil.ReverseProxy in the
+				// same process.
+				b.ReportMetric(us(pct(proxyAdded, .5)), "proxy-added-ttft-p50-µs")
+				b.ReportMetric(us(pct(proxyReq, .5)), "proxy-added-request-p50-µs")
 				// The gateway's own share: from the first upstream text to the
 				// first client text, as its finished events time them.
 				var own []time.Duration

@@ -48,8 +48,17 @@ func recorded(tb testing.TB, name string) [][]byte {
 // replay serves a recorded stream event by event, flushing each, with gap
 // between events: a fast, deterministic stand-in for llama-server.
 func replay(tb testing.TB, evs [][]byte, gap time.Duration) *httptest.Server {
+	return replayNoting(tb, evs, gap, nil)
+}
+
+// replayNoting is replay that stores in *arrived, when set, the time
+// (Unix nanoseconds) each request's body was read.
+func replayNoting(tb testing.TB, evs [][]byte, gap time.Duration, arrived *atomic.Int64) *httptest.Server {
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if arrived != nil {
+			arrived.Store(time.Now().UnixNano())
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Keep-Alive", "timeout=5, max=100")
 		f := w.(http.Flusher)
