@@ -83,7 +83,9 @@ type Rule struct {
 	// the entropy test: entropy never exceeds log2 of that count.
 	minDistinct int
 	lookback    int
-	assign      bool
+	// reach is how far after its keyword the secret may begin.
+	reach  int
+	assign bool
 	// anchored is the rule's regex without the context it reads before
 	// its keyword and anchored at the keyword, for the rules whose regex
 	// opens with that context (contextPrefix): gitleaks' generic and
@@ -118,6 +120,11 @@ type Set struct {
 	rules  []Rule
 	global []allowList
 	ac     automaton
+	// outReach is, for each output of the automaton, how far after the
+	// keyword the secret of a rule it wakes may begin; maxReach is the
+	// largest.
+	outReach []int
+	maxReach int
 	// always are the rules without keywords (run on every text).
 	always bits
 }
@@ -200,7 +207,10 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("secretrules: rule %s: secretGroup %d but %d groups", r.ID, r.SecretGroup, re.NumSubexp())
 		}
 		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup,
-			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, assign: strings.Contains(r.Regex, assignOp)}
+			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, reach: reach, assign: strings.Contains(r.Regex, assignOp)}
+		if strings.Contains(r.Regex, ".*") {
+			rule.reach = lineReach
+		}
 		if r.Entropy > 0 {
 			rule.minDistinct = int(math.Floor(math.Exp2(r.Entropy))) + 1
 		}
@@ -245,6 +255,15 @@ func Parse(data []byte) (*Set, error) {
 		}
 	}
 	s.ac = buildAutomaton(keywords, owners)
+	s.outReach = make([]int, len(s.ac.outs))
+	for o, rules := range s.ac.outs {
+		for w := range rules {
+			for m := rules[w]; m != 0; m &= m - 1 {
+				s.outReach[o] = max(s.outReach[o], s.rules[w*64+trailingZeros(m)].reach)
+			}
+		}
+		s.maxReach = max(s.maxReach, s.outReach[o])
+	}
 	return s, nil
 }
 

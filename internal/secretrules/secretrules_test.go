@@ -57,6 +57,8 @@ var kinds = []struct {
 	{"openai", "sk-proj-" + strings.Repeat("Xq3Lm9Vb2N", 6)[:58] + "T3BlbkFJ" + strings.Repeat("Kd4Qw8Er1T", 6)[:58], "openai-api-key"},
 	{"google", "AIzaSyD4kX9pQ2mW7vR3tY8uN1bC6hJ0fL5gE2a", "gcp-api-key"},
 	{"hugging face", "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", "huggingface-access-token"},
+	// The header's token stands a long URL after the keyword "curl".
+	{"curl bearer", `curl https://api.example.com/v1/organizations/acme/projects/web/models?limit=20 -H "Authorization: Bearer 9fKq2LmN7sVx4KpZ8wB3yCdR7s9KxQ2m"`, "curl-auth-header"},
 	{"aws documented example", "AKIAIOSFODNN7EXAMPLE", ""},
 	{"stripe documented test key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", ""},
 	{"commit sha", "fixed in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39", ""},

@@ -9,7 +9,8 @@ import "unsafe"
 // or separators: gitleaks' secret groups are runs of key characters), so a
 // rule is judged when a word ends: at the byte after it, or at Close. The keyword automaton
 // runs over every byte; a word is judged only when a keyword ended in it
-// or at most reach bytes before it (an assignment "api_key = VALUE" puts
+// or at most reach bytes before it (lineReach for the rules that allow any
+// text between the two; an assignment "api_key = VALUE" puts
 // the value a few bytes after its keyword), and only when it is at least
 // minSecret bytes long. The rules see a window of the text from a little
 // before the first keyword of the run to the white space after the word,
@@ -29,7 +30,9 @@ type Stream struct {
 	// it wakes (an index into the automaton's outputs).
 	recent  [16]hit
 	nRecent int
-	lastHit int // offset just after the last keyword, -1 for none
+	// near is the offset up to which a word may begin and still be
+	// judged: the furthest any keyword seen reaches, -1 for none.
+	near    int
 	scratch []Match
 	tried   []int // keyword starts an anchored rule was run at
 	spans   []int // secret spans an anchored rule judged, start and end
@@ -55,6 +58,10 @@ type hit struct {
 const (
 	// reach is how far after its keyword a rule's secret may begin.
 	reach = 48
+	// lineReach is that for the rules whose regex lets any text stand
+	// between keyword and secret (a curl command's URL before its
+	// header): a long command line.
+	lineReach = 1024
 	// before is how much text before a keyword a window keeps.
 	before = 64
 	// minSecret is the shortest word that is judged.
@@ -66,7 +73,7 @@ const (
 
 // NewStream starts a stream; buf, if not nil, is reused as its buffer.
 func (s *Set) NewStream(buf []byte) *Stream {
-	return &Stream{set: s, buf: buf[:0], wordStart: -1, lastHit: -1}
+	return &Stream{set: s, buf: buf[:0], wordStart: -1, near: -1}
 }
 
 // Buffer returns the stream's buffer for reuse by another stream.
@@ -101,7 +108,7 @@ func (z *Stream) Write(p []byte, report func(Match, string)) {
 			at := z.off + i + 1
 			z.recent[z.nRecent%len(z.recent)] = hit{start: at - int(a.depth[st]), end: at, out: o}
 			z.nRecent++
-			z.lastHit = at
+			z.near = max(z.near, at+z.set.outReach[o])
 		}
 		if breaks[c] {
 			if z.wordStart >= 0 {
@@ -125,9 +132,9 @@ func (z *Stream) append(p []byte) {
 
 // trim drops text no window can reach any more.
 func (z *Stream) trim() {
-	keep := z.off - reach - before - z.set.ac.maxKey
+	keep := z.off - z.set.maxReach - before - z.set.ac.maxKey
 	if z.wordStart >= 0 {
-		keep = min(keep, z.wordStart-reach-before-z.set.ac.maxKey)
+		keep = min(keep, z.wordStart-z.set.maxReach-before-z.set.ac.maxKey)
 	}
 	keep = max(keep, z.off-maxBuf)
 	if d := keep - z.bufStart; d > 4096 && d < len(z.buf) {
@@ -142,7 +149,7 @@ func (z *Stream) trim() {
 func (z *Stream) endWord(end int, report func(Match, string)) {
 	ws := z.wordStart
 	z.wordStart = -1
-	if z.lastHit < 0 || z.lastHit+reach < ws || end-ws <= minSecret {
+	if z.near < ws || end-ws <= minSecret {
 		return
 	}
 	// The rules woken by a keyword in this word or within reach before
@@ -150,7 +157,7 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 	var rules bits
 	kwStart := -1
 	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
-		if h := z.recent[i%len(z.recent)]; h.end+reach >= ws {
+		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
 			rules.or(&z.set.ac.outs[h.out])
 			if kwStart < 0 {
 				kwStart = h.start
@@ -210,7 +217,7 @@ func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, out []Match) []M
 	z.spans = z.spans[:0]
 	for k := max(0, z.nRecent-len(z.recent)); k < z.nRecent; k++ {
 		h := z.recent[k%len(z.recent)]
-		if h.end+reach < ws || z.set.ac.outs[h.out][i/64]&(1<<(i%64)) == 0 {
+		if h.end+r.reach < ws || z.set.ac.outs[h.out][i/64]&(1<<(i%64)) == 0 {
 			continue
 		}
 	next:
