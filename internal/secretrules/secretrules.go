@@ -49,6 +49,17 @@ var documented = map[string]bool{
 	"akiaiosfodnn7example":                     true, // AWS documentation
 }
 
+// isDocumented reports whether secret is one of the documented example
+// keys, in any case.
+func isDocumented(secret string) bool {
+	for k := range documented {
+		if len(k) == len(secret) && strings.EqualFold(k, secret) {
+			return true
+		}
+	}
+	return false
+}
+
 // Match is one credential found in a text: the rule that found it and the
 // byte span of the secret itself.
 type Match struct {
@@ -72,7 +83,17 @@ type Rule struct {
 	// the entropy test: entropy never exceeds log2 of that count.
 	minDistinct int
 	lookback    int
-	assign      bool
+	// reach is how far after its keyword the secret may begin.
+	reach  int
+	assign bool
+	// anchored is the rule's regex without the context it reads before
+	// its keyword and anchored at the keyword, for the rules whose regex
+	// opens with that context (contextPrefix): gitleaks' generic and
+	// semi-generic rules. The stream runs it at each of the rule's
+	// keywords, where a full regex would search the window from every
+	// byte; see stream.go. keywords are the rule's, lower-cased.
+	anchored *regexp.Regexp
+	keywords []string
 }
 
 // assignOp is the operator group gitleaks' context rules share.
@@ -87,7 +108,7 @@ const contextPrefix = `[\w.-]{0,50}?`
 // that is present must hold.
 type allowList struct {
 	target    string // "", "match" or "line"
-	regexes   []*regexp.Regexp
+	regexes   allowRegexes
 	stopwords []string // lower-cased
 	stop      automaton
 	and       bool
@@ -99,6 +120,11 @@ type Set struct {
 	rules  []Rule
 	global []allowList
 	ac     automaton
+	// outReach is, for each output of the automaton, how far after the
+	// keyword the secret of a rule it wakes may begin; maxReach is the
+	// largest.
+	outReach []int
+	maxReach int
 	// always are the rules without keywords (run on every text).
 	always bits
 }
@@ -181,7 +207,10 @@ func Parse(data []byte) (*Set, error) {
 			return nil, fmt.Errorf("secretrules: rule %s: secretGroup %d but %d groups", r.ID, r.SecretGroup, re.NumSubexp())
 		}
 		rule := Rule{ID: r.ID, re: re, entropy: r.Entropy, secretGroup: r.SecretGroup,
-			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, assign: strings.Contains(r.Regex, assignOp)}
+			minLen: minLen(r.Regex), minSecret: minSecretLen(r.Regex, r.SecretGroup), lookback: 16, reach: reach, assign: strings.Contains(r.Regex, assignOp)}
+		if strings.Contains(r.Regex, ".*") {
+			rule.reach = lineReach
+		}
 		if r.Entropy > 0 {
 			rule.minDistinct = int(math.Floor(math.Exp2(r.Entropy))) + 1
 		}
@@ -191,6 +220,17 @@ func Parse(data []byte) (*Set, error) {
 			// same, and a window that fits the backtracking matcher is
 			// many times faster than one that needs the NFA.
 			rule.lookback = 0
+		}
+		if a, err := anchorAtKeyword(r.Regex); err != nil {
+			return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
+		} else if a != nil {
+			if a.NumSubexp() != re.NumSubexp() {
+				return nil, fmt.Errorf("secretrules: rule %s: %d groups anchored, %d in the rule", r.ID, a.NumSubexp(), re.NumSubexp())
+			}
+			rule.anchored = a
+			for _, k := range r.Keywords {
+				rule.keywords = append(rule.keywords, strings.ToLower(k))
+			}
 		}
 		for j, a := range r.Allowlists {
 			al, ok, err := compileAllow(a)
@@ -215,7 +255,53 @@ func Parse(data []byte) (*Set, error) {
 		}
 	}
 	s.ac = buildAutomaton(keywords, owners)
+	s.outReach = make([]int, len(s.ac.outs))
+	for o, rules := range s.ac.outs {
+		for w := range rules {
+			for m := rules[w]; m != 0; m &= m - 1 {
+				s.outReach[o] = max(s.outReach[o], s.rules[w*64+trailingZeros(m)].reach)
+			}
+		}
+		s.maxReach = max(s.maxReach, s.outReach[o])
+	}
 	return s, nil
+}
+
+// anchorAtKeyword returns the regex expr without the lazy context
+// repetitions it opens with ([\w.-]{0,50}?, once or twice) and anchored
+// at the start of the text, or nil when expr opens otherwise. The context
+// holds no group, so group numbers stay; the context may match empty, so
+// every match of expr whose keyword begins at i has the same groups as
+// the anchored regex's match at i.
+func anchorAtKeyword(expr string) (*regexp.Regexp, error) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	if re.Op != syntax.OpConcat {
+		return nil, nil
+	}
+	k := 0
+	for k < len(re.Sub) {
+		x := re.Sub[k]
+		if x.Op != syntax.OpRepeat || x.Min != 0 || x.Max != 50 || x.Flags&syntax.NonGreedy == 0 || x.Sub[0].Op != syntax.OpCharClass {
+			break
+		}
+		k++
+	}
+	if k == 0 {
+		return nil, nil
+	}
+	sub := append([]*syntax.Regexp{{Op: syntax.OpBeginText}}, re.Sub[k:]...)
+	re.Sub = sub
+	a, err := regexp.Compile(re.String())
+	if err != nil {
+		return nil, fmt.Errorf("anchored at its keyword: %w", err)
+	}
+	if a.NumSubexp() != strings.Count(expr, "(")-strings.Count(expr, "(?")-strings.Count(expr, `\(`) && false {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // compileAllow compiles an allow-list; ok is false when nothing in it can
@@ -226,19 +312,18 @@ func compileAllow(a tomlAllow) (allowList, bool, error) {
 		return al, false, nil // a path or commit that output never has
 	}
 	for _, x := range a.Regexes {
-		re, err := regexp.Compile(x)
-		if err != nil {
+		if err := al.regexes.add(x); err != nil {
 			return al, false, err
 		}
-		al.regexes = append(al.regexes, re)
 	}
+	al.regexes.build()
 	for _, w := range a.StopWords {
 		al.stopwords = append(al.stopwords, strings.ToLower(w))
 	}
 	if len(al.stopwords) > 0 {
 		al.stop = buildAutomaton(al.stopwords, make([]int, len(al.stopwords)))
 	}
-	return al, len(al.regexes) > 0 || len(al.stopwords) > 0, nil
+	return al, !al.regexes.empty() || len(al.stopwords) > 0, nil
 }
 
 // Rules returns the IDs of the rules in the set.
@@ -281,42 +366,60 @@ func (s *Set) judge(text string, base int, hits *bits, out []Match) []Match {
 
 func (r *Rule) find(s *Set, text string, base int, out []Match) []Match {
 	for _, loc := range r.re.FindAllStringSubmatchIndex(text, -1) {
-		ms, me := loc[0], loc[1]
-		// gitleaks trims newlines off the match before reading groups.
-		for ms < me && text[ms] == '\n' {
-			ms++
-		}
-		for me > ms && text[me-1] == '\n' {
-			me--
-		}
-		ss, se := ms, me
-		if r.secretGroup > 0 {
-			ss, se = loc[2*r.secretGroup], loc[2*r.secretGroup+1]
-		} else {
-			for g := 1; 2*g+1 < len(loc); g++ {
-				if loc[2*g] >= 0 && loc[2*g+1] > loc[2*g] {
-					ss, se = loc[2*g], loc[2*g+1]
-					break
-				}
-			}
-		}
-		if ss < 0 || se <= ss {
-			continue
-		}
-		secret := text[ss:se]
-		if r.entropy != 0 && Entropy(secret) <= r.entropy {
-			continue
-		}
-		if documented[strings.ToLower(secret)] {
-			continue
-		}
-		line := lineAround(text, ms, me)
-		if allowed(s.global, secret, text[ms:me], line) || allowed(r.allow, secret, text[ms:me], line) {
-			continue
-		}
-		out = append(out, Match{Rule: r.ID, Start: base + ss, End: base + se})
+		out = r.judge(s, text, base, loc, loc[0], out)
 	}
 	return out
+}
+
+// judge takes one match of the rule in text (loc as the regexp package
+// gives it; the match text begins at ms, which an anchored match moves
+// back over its context), picks the secret, applies the entropy test and
+// the allow-lists, and appends what survives.
+func (r *Rule) judge(s *Set, text string, base int, loc []int, ms int, out []Match) []Match {
+	ms, me := trimNewlines(text, ms, loc[1])
+	ss, se := r.secretSpan(loc, ms, me)
+	if ss < 0 || se <= ss {
+		return out
+	}
+	secret := text[ss:se]
+	if r.entropy != 0 && Entropy(secret) <= r.entropy {
+		return out
+	}
+	if isDocumented(secret) {
+		return out
+	}
+	line := lineAround(text, ms, me)
+	if allowed(s.global, secret, text[ms:me], line) || allowed(r.allow, secret, text[ms:me], line) {
+		return out
+	}
+	return append(out, Match{Rule: r.ID, Start: base + ss, End: base + se})
+}
+
+// secretSpan is the span of the secret in a match that spans ms..me:
+// the rule's secret group (-1 when it did not take part), or its first
+// non-empty group, or the whole match.
+func (r *Rule) secretSpan(loc []int, ms, me int) (int, int) {
+	if r.secretGroup > 0 {
+		return loc[2*r.secretGroup], loc[2*r.secretGroup+1]
+	}
+	for g := 1; 2*g+1 < len(loc); g++ {
+		if loc[2*g] >= 0 && loc[2*g+1] > loc[2*g] {
+			return loc[2*g], loc[2*g+1]
+		}
+	}
+	return ms, me
+}
+
+// trimNewlines narrows ms..me to drop the newlines at either end, as
+// gitleaks does before it reads the groups.
+func trimNewlines(text string, ms, me int) (int, int) {
+	for ms < me && text[ms] == '\n' {
+		ms++
+	}
+	for me > ms && text[me-1] == '\n' {
+		me--
+	}
+	return ms, me
 }
 
 func lineAround(text string, s, e int) string {
@@ -338,13 +441,7 @@ func allowed(lists []allowList, secret, match, line string) bool {
 		case "line":
 			target = line
 		}
-		re := false
-		for _, x := range a.regexes {
-			if x.MatchString(target) {
-				re = true
-				break
-			}
-		}
+		re := a.regexes.match(target)
 		sw := false
 		if len(a.stopwords) > 0 {
 			var hit bits
@@ -352,7 +449,7 @@ func allowed(lists []allowList, secret, match, line string) bool {
 			sw = !hit.empty()
 		}
 		if a.and {
-			if (len(a.regexes) == 0 || re) && (len(a.stopwords) == 0 || sw) {
+			if (a.regexes.empty() || re) && (len(a.stopwords) == 0 || sw) {
 				return true
 			}
 		} else if re || sw {
@@ -368,17 +465,21 @@ func Entropy(s string) float64 {
 	if s == "" {
 		return 0
 	}
-	var counts [256]int
+	var counts [256]int32
+	var seen [256]byte // the distinct bytes, in order of first use
+	k := 0
 	for i := 0; i < len(s); i++ {
+		if counts[s[i]] == 0 {
+			seen[k] = s[i]
+			k++
+		}
 		counts[s[i]]++
 	}
 	n := float64(len(s))
 	h := 0.0
-	for _, c := range counts {
-		if c > 0 {
-			p := float64(c) / n
-			h -= p * math.Log2(p)
-		}
+	for _, c := range seen[:k] {
+		p := float64(counts[c]) / n
+		h -= p * math.Log2(p)
 	}
 	return h
 }

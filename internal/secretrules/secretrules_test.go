@@ -57,6 +57,8 @@ var kinds = []struct {
 	{"openai", "sk-proj-" + strings.Repeat("Xq3Lm9Vb2N", 6)[:58] + "T3BlbkFJ" + strings.Repeat("Kd4Qw8Er1T", 6)[:58], "openai-api-key"},
 	{"google", "AIzaSyD4kX9pQ2mW7vR3tY8uN1bC6hJ0fL5gE2a", "gcp-api-key"},
 	{"hugging face", "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", "huggingface-access-token"},
+	// The header's token stands a long URL after the keyword "curl".
+	{"curl bearer", `curl https://api.example.com/v1/organizations/acme/projects/web/models?limit=20 -H "Authorization: Bearer 9fKq2LmN7sVx4KpZ8wB3yCdR7s9KxQ2m"`, "curl-auth-header"},
 	{"aws documented example", "AKIAIOSFODNN7EXAMPLE", ""},
 	{"stripe documented test key", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", ""},
 	{"commit sha", "fixed in 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39", ""},
@@ -210,5 +212,81 @@ func BenchmarkStreamTypical(b *testing.B) {
 		}
 		z.Close(func(Match, string) {})
 		buf = z.Buffer()
+	}
+}
+
+// denseText is an environment file of about n bytes: credentials of the
+// kinds the rules know, one assignment a line, as a deployment's secrets
+// file or a careless tool result holds them.
+func denseText(n int) string {
+	r := rand.New(rand.NewPCG(35, 3))
+	key := func(alphabet string, k int) string {
+		b := make([]byte, k)
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	var sb strings.Builder
+	for sb.Len() < n {
+		sb.WriteString("AWS_ACCESS_KEY_ID=AKIA" + key("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16) + "\n")
+		sb.WriteString("AWS_SECRET_ACCESS_KEY=" + key(alnum+"/+", 40) + "\n")
+		sb.WriteString("GITHUB_TOKEN=ghp_" + key(alnum, 36) + "\n")
+		sb.WriteString("STRIPE_SECRET_KEY=sk_live_" + key(alnum, 24) + "\n")
+		sb.WriteString(`export DATADOG_API_KEY="` + key(alnum, 32) + "\"\n")
+		sb.WriteString("DB_PASSWORD='" + key(alnum+"!#%", 18) + "'  # staging only\n")
+		sb.WriteString("REPORT_BUCKET=s3://halcyon-reports-eu/nightly\n")
+	}
+	return sb.String()[:n]
+}
+
+// BenchmarkStreamDense is the worst case the rules meet: text where
+// nearly every line holds a credential, in 64-byte pieces.
+func BenchmarkStreamDense(b *testing.B) {
+	text := []byte(denseText(4096))
+	s := Default()
+	buf := make([]byte, 0, 8192)
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	found := 0
+	for b.Loop() {
+		z := s.NewStream(buf)
+		for i := 0; i < len(text); i += 64 {
+			z.Write(text[i:min(i+64, len(text))], func(Match, string) { found++ })
+		}
+		z.Close(func(Match, string) { found++ })
+		buf = z.Buffer()
+	}
+	if found == 0 {
+		b.Fatal("no credential found in the dense text")
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/(float64(len(text))/1024), "us/KiB")
+}
+
+// TestStreamEqualsFind checks the stream's shortcuts (a rule's regex
+// anchored at its keywords, the allow-lists' filter) against Find, which
+// runs every woken rule's whole regex over the whole text: on text full of
+// credentials and on the kinds, whole and split, they find the same.
+func TestStreamEqualsFind(t *testing.T) {
+	var sb strings.Builder
+	for _, k := range kinds {
+		sb.WriteString("note: " + k.text + "\nconfig key = " + k.text + "\n")
+	}
+	r := rand.New(rand.NewPCG(35, 5))
+	for name, text := range map[string]string{"dense": denseText(4096), "kinds": sb.String()} {
+		found := Default().Find(text, nil)
+		slices.SortFunc(found, func(a, b Match) int {
+			if a.Start != b.Start {
+				return a.Start - b.Start
+			}
+			return strings.Compare(a.Rule, b.Rule)
+		})
+		if got := splitCheck(t, text, r); !slices.Equal(got, found) {
+			t.Errorf("%s: stream %d matches, Find %d\nstream %+v\nFind   %+v", name, len(got), len(found), got, found)
+		}
+		if len(found) < 20 {
+			t.Errorf("%s: %d matches, the text is meant to be full of them", name, len(found))
+		}
 	}
 }

@@ -9,7 +9,8 @@ import "unsafe"
 // or separators: gitleaks' secret groups are runs of key characters), so a
 // rule is judged when a word ends: at the byte after it, or at Close. The keyword automaton
 // runs over every byte; a word is judged only when a keyword ended in it
-// or at most reach bytes before it (an assignment "api_key = VALUE" puts
+// or at most reach bytes before it (lineReach for the rules that allow any
+// text between the two; an assignment "api_key = VALUE" puts
 // the value a few bytes after its keyword), and only when it is at least
 // minSecret bytes long. The rules see a window of the text from a little
 // before the first keyword of the run to the white space after the word,
@@ -29,8 +30,24 @@ type Stream struct {
 	// it wakes (an index into the automaton's outputs).
 	recent  [16]hit
 	nRecent int
-	lastHit int // offset just after the last keyword, -1 for none
+	// near is the offset up to which a word may begin and still be
+	// judged: the furthest any keyword seen reaches, -1 for none.
+	near    int
 	scratch []Match
+	tried   []int // keyword starts an anchored rule was run at
+	spans   []int // secret spans an anchored rule judged, start and end
+}
+
+// judged reports whether the span s..e was judged for the rule in hand,
+// and notes it.
+func (z *Stream) judged(s, e int) bool {
+	for i := 0; i+1 < len(z.spans); i += 2 {
+		if z.spans[i] == s && z.spans[i+1] == e {
+			return true
+		}
+	}
+	z.spans = append(z.spans, s, e)
+	return false
 }
 
 type hit struct {
@@ -41,6 +58,10 @@ type hit struct {
 const (
 	// reach is how far after its keyword a rule's secret may begin.
 	reach = 48
+	// lineReach is that for the rules whose regex lets any text stand
+	// between keyword and secret (a curl command's URL before its
+	// header): a long command line.
+	lineReach = 1024
 	// before is how much text before a keyword a window keeps.
 	before = 64
 	// minSecret is the shortest word that is judged.
@@ -52,7 +73,7 @@ const (
 
 // NewStream starts a stream; buf, if not nil, is reused as its buffer.
 func (s *Set) NewStream(buf []byte) *Stream {
-	return &Stream{set: s, buf: buf[:0], wordStart: -1, lastHit: -1}
+	return &Stream{set: s, buf: buf[:0], wordStart: -1, near: -1}
 }
 
 // Buffer returns the stream's buffer for reuse by another stream.
@@ -87,7 +108,7 @@ func (z *Stream) Write(p []byte, report func(Match, string)) {
 			at := z.off + i + 1
 			z.recent[z.nRecent%len(z.recent)] = hit{start: at - int(a.depth[st]), end: at, out: o}
 			z.nRecent++
-			z.lastHit = at
+			z.near = max(z.near, at+z.set.outReach[o])
 		}
 		if breaks[c] {
 			if z.wordStart >= 0 {
@@ -111,9 +132,9 @@ func (z *Stream) append(p []byte) {
 
 // trim drops text no window can reach any more.
 func (z *Stream) trim() {
-	keep := z.off - reach - before - z.set.ac.maxKey
+	keep := z.off - z.set.maxReach - before - z.set.ac.maxKey
 	if z.wordStart >= 0 {
-		keep = min(keep, z.wordStart-reach-before-z.set.ac.maxKey)
+		keep = min(keep, z.wordStart-z.set.maxReach-before-z.set.ac.maxKey)
 	}
 	keep = max(keep, z.off-maxBuf)
 	if d := keep - z.bufStart; d > 4096 && d < len(z.buf) {
@@ -128,7 +149,7 @@ func (z *Stream) trim() {
 func (z *Stream) endWord(end int, report func(Match, string)) {
 	ws := z.wordStart
 	z.wordStart = -1
-	if z.lastHit < 0 || z.lastHit+reach < ws || end-ws <= minSecret {
+	if z.near < ws || end-ws <= minSecret {
 		return
 	}
 	// The rules woken by a keyword in this word or within reach before
@@ -136,7 +157,7 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 	var rules bits
 	kwStart := -1
 	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
-		if h := z.recent[i%len(z.recent)]; h.end+reach >= ws {
+		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
 			rules.or(&z.set.ac.outs[h.out])
 			if kwStart < 0 {
 				kwStart = h.start
@@ -156,16 +177,119 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 			if end-from < r.minLen || end-ws < r.minSecret || r.assign && !assign || distinct < r.minDistinct {
 				continue // too short, no operator, or too few bytes for its entropy
 			}
-			t := z.buf[from-z.bufStart : end-z.bufStart]
-			text := unsafe.String(unsafe.SliceData(t), len(t))
-			z.scratch = r.find(z.set, text, from, z.scratch[:0])
+			if r.anchored != nil {
+				z.scratch = z.findAnchored(r, i, kwStart, ws, end, z.scratch[:0])
+			} else {
+				t := z.buf[from-z.bufStart : end-z.bufStart]
+				text := unsafe.String(unsafe.SliceData(t), len(t))
+				z.scratch = r.find(z.set, text, from, z.scratch[:0])
+			}
 			for _, m := range z.scratch {
 				if m.End > ws {
-					report(m, text[m.Start-from:m.End-from])
+					report(m, z.at(m.Start, m.End))
 				}
 			}
 		}
 	}
+}
+
+// at returns the buffered text from offset s to e.
+func (z *Stream) at(s, e int) string {
+	t := z.buf[s-z.bufStart : e-z.bufStart]
+	return unsafe.String(unsafe.SliceData(t), len(t))
+}
+
+// findAnchored runs rule r (index i), whose regex opens with the context
+// before its keyword, at each place one of its keywords begins among the
+// recent keywords near the word that begins at ws and ends at end (the
+// earliest of them begins at kwStart). Its
+// regex anchored at the keyword (Rule.anchored) is a short run of the
+// backtracking matcher; the full regex over the window would be the NFA
+// searching from every byte, three hundred microseconds a KiB on text full
+// of keys. The match text an allow-list reads begins where the full
+// regex's would: up to contextBack key characters before the keyword.
+func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, out []Match) []Match {
+	// The window reaches as far back as a full regex's would (and the
+	// buffer always holds it, see trim), whatever the pieces were.
+	lo := max(z.bufStart, end-maxBuf, kwStart-before)
+	text := z.at(lo, end)
+	tried := z.tried[:0]
+	z.spans = z.spans[:0]
+	for k := max(0, z.nRecent-len(z.recent)); k < z.nRecent; k++ {
+		h := z.recent[k%len(z.recent)]
+		if h.end+r.reach < ws || z.set.ac.outs[h.out][i/64]&(1<<(i%64)) == 0 {
+			continue
+		}
+	next:
+		for p := max(h.start, lo); p < h.end; p++ {
+			if !keywordAt(text[p-lo:], r.keywords) {
+				continue
+			}
+			for _, q := range tried {
+				if q == p {
+					continue next
+				}
+			}
+			tried = append(tried, p)
+			loc := r.anchored.FindStringSubmatchIndex(text[p-lo:])
+			if loc == nil {
+				continue
+			}
+			for j := range loc {
+				if loc[j] >= 0 {
+					loc[j] += p - lo
+				}
+			}
+			// The secret must end in this word (an earlier word's was
+			// judged when it ended), and one found from another keyword
+			// of this match is judged once.
+			ms := p - lo
+			for ms > 0 && p-lo-ms < contextBack && contextByte[text[ms-1]] {
+				ms--
+			}
+			tms, tme := trimNewlines(text, ms, loc[1])
+			ss, se := r.secretSpan(loc, tms, tme)
+			if ss < 0 || se <= ss || lo+se <= ws || z.judged(lo+ss, lo+se) {
+				continue
+			}
+			out = r.judge(z.set, text, lo, loc, ms, out)
+		}
+	}
+	z.tried = tried
+	return out
+}
+
+// contextBack is how many bytes of context before its keyword a
+// semi-generic rule reads ([\w.-]{0,50}?).
+const contextBack = 50
+
+// contextByte marks the bytes of that context.
+var contextByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+	}
+	return t
+}()
+
+// keywordAt reports whether text begins with one of keywords (lower
+// case), ignoring ASCII case.
+func keywordAt(text string, keywords []string) bool {
+	for _, k := range keywords {
+		if len(text) < len(k) {
+			continue
+		}
+		ok := true
+		for j := 0; j < len(k); j++ {
+			if lowerByte(text[j]) != k[j] {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hasAssign reports whether the text from..end holds a byte of an

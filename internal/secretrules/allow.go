@@ -1,0 +1,283 @@
+package secretrules
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"unsafe"
+)
+
+// An allow-list's regexes are many alternatives in few expressions
+// (generic-api-key's match list is one expression of some sixty words and
+// their contexts), and an alternation that large runs on the NFA, tens of
+// microseconds for each candidate key. So each expression is split into
+// its top-level alternatives, each compiled alone (small enough for the
+// backtracking matcher), and one pass of a keyword automaton over the
+// target picks the alternatives worth running: those whose required
+// literals (strings every match of the alternative contains) occur in it,
+// and those that have none. A list matches when any alternative does,
+// which is when the whole expression does. Targets with bytes above
+// ASCII skip the filter (case folding maps 'K' and 'ſ' onto ASCII
+// letters), as do lists whose alternatives outnumber a rule mask.
+
+// allowRegexes are the compiled alternatives of an allow-list's regexes.
+type allowRegexes struct {
+	pieces []*regexp.Regexp
+	// filter finds the pieces whose required literals occur in a
+	// target; always are the pieces without any.
+	filter   automaton
+	always   bits
+	filtered bool
+}
+
+func (ar *allowRegexes) empty() bool { return len(ar.pieces) == 0 }
+
+// add compiles expr's top-level alternatives.
+func (ar *allowRegexes) add(expr string) error {
+	if _, err := regexp.Compile(expr); err != nil {
+		return err
+	}
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return err
+	}
+	subs := []*syntax.Regexp{re}
+	if re.Op == syntax.OpAlternate {
+		subs = re.Sub
+	}
+	for _, sub := range subs {
+		p, err := regexp.Compile(sub.String())
+		if err != nil {
+			return err
+		}
+		ar.pieces = append(ar.pieces, p)
+	}
+	return nil
+}
+
+// build makes the filter once every expression is added.
+func (ar *allowRegexes) build() {
+	if len(ar.pieces) > maxRules {
+		return
+	}
+	var lits []string
+	var owners []int
+	for i, p := range ar.pieces {
+		re, err := syntax.Parse(p.String(), syntax.Perl)
+		if err != nil {
+			ar.always.set(i)
+			continue
+		}
+		set, ok := required(re)
+		if !ok {
+			ar.always.set(i)
+			continue
+		}
+		for _, l := range set {
+			lits = append(lits, l)
+			owners = append(owners, i)
+		}
+	}
+	ar.filter = buildAutomaton(lits, owners)
+	ar.filtered = true
+}
+
+// match reports whether any alternative matches target.
+func (ar *allowRegexes) match(target string) bool {
+	if !ar.filtered || !isASCII(target) {
+		for _, p := range ar.pieces {
+			if p.MatchString(target) {
+				return true
+			}
+		}
+		return false
+	}
+	cand := ar.always
+	ar.filter.scan(0, unsafe.Slice(unsafe.StringData(target), len(target)), &cand)
+	for w := range cand {
+		for m := cand[w]; m != 0; m &= m - 1 {
+			if ar.pieces[w*64+trailingZeros(m)].MatchString(target) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// maxExact bounds the strings exact enumerates for one expression.
+const maxExact = 256
+
+// exact returns every string re matches (lower case, ASCII), when they
+// are few: literals, small classes, optional parts and alternations of
+// those.
+func exact(re *syntax.Regexp) ([]string, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return []string{""}, true
+	case syntax.OpLiteral:
+		var sb strings.Builder
+		for _, r := range re.Rune {
+			if r >= 0x80 {
+				return nil, false
+			}
+			sb.WriteByte(lowerByte(byte(r)))
+		}
+		return []string{sb.String()}, true
+	case syntax.OpCharClass:
+		var set []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			lo, hi := re.Rune[i], re.Rune[i+1]
+			if hi >= 0x80 && lo < 0x80 {
+				hi = 0x7F // the non-ASCII part: a target holding it skips the filter
+			}
+			if lo >= 0x80 {
+				continue
+			}
+			if hi-lo > 16 {
+				return nil, false
+			}
+			for r := lo; r <= hi; r++ {
+				c := string(rune(lowerByte(byte(r))))
+				if !contains(set, c) {
+					set = append(set, c)
+				}
+			}
+		}
+		return set, len(set) > 0 && len(set) <= 32
+	case syntax.OpCapture:
+		return exact(re.Sub[0])
+	case syntax.OpQuest:
+		set, ok := exact(re.Sub[0])
+		if !ok || contains(set, "") {
+			return set, ok
+		}
+		return append(set, ""), true
+	case syntax.OpAlternate:
+		var set []string
+		for _, sub := range re.Sub {
+			s, ok := exact(sub)
+			if !ok || len(set)+len(s) > maxExact {
+				return nil, false
+			}
+			for _, x := range s {
+				if !contains(set, x) {
+					set = append(set, x)
+				}
+			}
+		}
+		return set, true
+	case syntax.OpConcat:
+		set := []string{""}
+		for _, sub := range re.Sub {
+			s, ok := exact(sub)
+			if !ok {
+				return nil, false
+			}
+			if set = cross(set, s); set == nil {
+				return nil, false
+			}
+		}
+		return set, true
+	}
+	return nil, false
+}
+
+// cross returns every a followed by every b, or nil past maxExact.
+func cross(a, b []string) []string {
+	if len(a)*len(b) > maxExact {
+		return nil
+	}
+	out := make([]string, 0, len(a)*len(b))
+	for _, x := range a {
+		for _, y := range b {
+			if s := x + y; !contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+func contains(set []string, s string) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// shortest is the length of the shortest string in set.
+func shortest(set []string) int {
+	n := -1
+	for _, s := range set {
+		if n < 0 || len(s) < n {
+			n = len(s)
+		}
+	}
+	return max(n, 0)
+}
+
+// required returns strings (lower case, ASCII) one of which every match
+// of re contains, or ok false when it cannot tell.
+func required(re *syntax.Regexp) (set []string, ok bool) {
+	if s, ok := exact(re); ok {
+		return s, shortest(s) > 0
+	}
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return required(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min == 0 {
+			return nil, false
+		}
+		return required(re.Sub[0])
+	case syntax.OpConcat:
+		// The best of: each child's required strings, and each run of
+		// children whose strings are all known, crossed.
+		best := 0
+		try := func(s []string) {
+			if n := shortest(s); n > best {
+				best, set = n, s
+			}
+		}
+		run := []string{""}
+		for _, sub := range re.Sub {
+			if s, ok := exact(sub); ok {
+				if run = cross(run, s); run != nil {
+					try(run)
+					continue
+				}
+				run = []string{""}
+				if run = cross(run, s); run != nil {
+					try(run)
+					continue
+				}
+			}
+			run = []string{""}
+			if s, ok := required(sub); ok {
+				try(s)
+			}
+		}
+		return set, best > 0
+	case syntax.OpAlternate:
+		for _, sub := range re.Sub {
+			s, ok := required(sub)
+			if !ok {
+				return nil, false
+			}
+			set = append(set, s...)
+		}
+		return set, len(set) > 0
+	}
+	return nil, false
+}
