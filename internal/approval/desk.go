@@ -34,7 +34,9 @@ func (q *Queue) Desk() Desk { return localDesk{q} }
 
 type localDesk struct{ q *Queue }
 
-func (l localDesk) Pending(context.Context) ([]events.ApprovalRecord, error) { return l.q.Pending(), nil }
+func (l localDesk) Pending(context.Context) ([]events.ApprovalRecord, error) {
+	return l.q.Pending(), nil
+}
 
 func (l localDesk) Lookup(_ context.Context, id string) (events.ApprovalRecord, error) {
 	if r, ok := l.q.Get(id); ok {
