@@ -213,6 +213,7 @@ Logs go to stderr. With --listen, metrics (/metrics) and the dashboard (/ui) are
 			if addr != "" {
 				rt.log.Info("metrics and dashboard", "url", "http://"+addr+"/ui/")
 			}
+			rt.proxy.Reaper = stdio.Self
 			server := exec.Command(args[0], args[1:]...)
 			server.Stderr = stdio.Err
 			rt.log.Info(fmt.Sprintf("guarding MCP server %s (%s) over stdio", name, strings.Join(args, " ")))
@@ -307,6 +308,7 @@ and the dashboard (/ui) are served on the same address.`,
 				"url", "http://"+addr+u.Path, "dashboard", "http://"+addr+"/ui/", "metrics", "http://"+addr+"/metrics")
 			<-cmd.Context().Done()
 			rt.log.Info("shutting down")
+			hp.Shutdown() // the calls in flight are answered with an error
 			stop()
 			return nil
 		},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aegis-sentinel/aegis/internal/checks"
+	"github.com/aegis-sentinel/aegis/internal/reaper"
 )
 
 // Exit codes shared by every subcommand.
@@ -51,6 +53,10 @@ func silentExit(code int) error { return &exitError{code: code} }
 type IO struct {
 	In       io.Reader
 	Out, Err io.Writer
+	// Self is this program's path, re-executed as the reaper of the MCP
+	// servers aegis mcp stdio starts; empty (as in tests that run the
+	// commands in process): the servers are started directly.
+	Self string
 }
 
 // command is one subcommand constructor.
@@ -94,9 +100,13 @@ repaired, and stops what must be stopped, with a stable error code.`,
 
 // Main runs aegis with args and returns the process exit code.
 func Main(args []string, in io.Reader, out, errw io.Writer) int {
+	if reaper.Child() {
+		return reaper.Main(args, errw)
+	}
+	self, _ := os.Executable()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, args, &IO{In: in, Out: out, Err: errw})
+	return Run(ctx, args, &IO{In: in, Out: out, Err: errw, Self: self})
 }
 
 // Run is Main with an explicit context and IO, for tests.

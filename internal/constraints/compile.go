@@ -14,6 +14,15 @@ import (
 // checkable instructions. Earlier user turns were answered already and do
 // not bind this output.
 //
+// A request that declares tools is one step of an agent's loop, and its
+// system and developer messages are the agent program's manual for the
+// whole session: how to write commit messages, plans, headers, final
+// summaries, each under its own condition ("make headers 1-3 words",
+// "end commit messages with Co-Authored-By"). No sentence of such a
+// manual says what this one output must be, so with tools declared only
+// the user's turn is compiled. An application's own system prompt
+// without tools ("always answer in under 100 words") still binds.
+//
 // The compiler is a set of RE2 rules over the lower-cased instruction
 // text, each guarded by a cheap substring test so that a prompt without
 // any trigger word costs a few scans. Rules are written for the general
@@ -30,7 +39,7 @@ func Compile(req *validator.Request) []Check {
 		}
 	}
 	for i, m := range req.Messages {
-		if m.Role == "system" || m.Role == "developer" || i == last {
+		if (m.Role == "system" || m.Role == "developer") && len(req.Tools) == 0 || i == last {
 			texts = append(texts, m.Content)
 		}
 	}
@@ -229,6 +238,9 @@ func lengthRule(c *compiler) {
 		if unit == "paragraph" && strings.Contains(c.low, "***") {
 			continue // paragraphs with a divider: the paragraphs rule
 		}
+		if aboutPart(c, toks, u) {
+			continue // "headers of 1-3 words", "10 words per bullet": not the whole answer
+		}
 		k := u - 1
 		if k >= 0 && parseNum(strings.TrimSuffix(toks[k].s, "+")) == 0 && k-1 >= 0 && parseNum(toks[k-1].s) > 0 && !isRelWord(toks[k].s) {
 			k-- // one adjective between: "50 short words"
@@ -314,6 +326,107 @@ func lengthRule(c *compiler) {
 		}
 	}
 }
+
+// partNouns name a part of an answer that a length can be asked of
+// without the answer as a whole being meant: "keep headers short (1-3
+// words)", "a title of at most 5 words", "10 words per bullet".
+var partNouns = map[string]bool{
+	"header": true, "headers": true, "heading": true, "headings": true, "headline": true, "headlines": true,
+	"title": true, "titles": true, "subtitle": true, "subtitles": true, "caption": true, "captions": true,
+	"label": true, "labels": true, "bullet": true, "bullets": true, "item": true, "items": true,
+	"slogan": true, "slogans": true, "tagline": true, "taglines": true, "update": true, "updates": true,
+}
+
+// relFiller are the words of relation phrases that isRelWord does not
+// name ("at most", "no more than", "a total of").
+var relFiller = map[string]bool{"at": true, "no": true, "not": true, "than": true, "of": true, "to": true, "a": true, "up": true, "total": true}
+
+// partWindow is how many words before a length phrase the thing it
+// measures is looked for ("headers short (1-3 words)": two).
+const partWindow = 4
+
+// aboutPart reports whether the length phrase whose unit is toks[u]
+// measures a part of the answer rather than the answer: the unit is
+// followed by "each", "apiece" or "per" ("20 words each"), or by
+// "for"/"in" and a part noun ("8-12 words for quick headers"), or a part
+// noun or "each"/"every" stands in the few words before its number in
+// the same clause ("each bullet under 10 words", "keep headers short
+// (1-3 words)"). "Title Case" names a letter case, not a title.
+func aboutPart(c *compiler, toks []token, u int) bool {
+	clauseBreak := func(a, b int) bool { return strings.ContainsAny(c.low[a:b], ".!?;\n") }
+	if u+1 < len(toks) && !clauseBreak(toks[u].end, toks[u+1].start) {
+		switch toks[u+1].s {
+		case "each", "apiece", "per":
+			return true
+		case "for", "in":
+			for j := u + 2; j < min(len(toks), u+5) && !clauseBreak(toks[j-1].end, toks[j].start); j++ {
+				if isPartNoun(toks, j) {
+					return true
+				}
+			}
+		}
+	}
+	// the number: the first token before the unit that is one
+	k := u - 1
+	for k >= 0 && u-k <= 2 && parseNum(strings.TrimSuffix(toks[k].s, "+")) == 0 {
+		k--
+	}
+	if k < 0 || parseNum(strings.TrimSuffix(toks[k].s, "+")) == 0 {
+		return false
+	}
+	// The words before the number, the relation phrase not counted; a
+	// comma ends the search as a clause break does: "a title in
+	// <<brackets>>, and less than 5 sentences" lists two things asked of
+	// the answer.
+	for j, n := k-1, 0; j >= 0 && n < partWindow; j-- {
+		if gap := c.low[toks[j].end:toks[j+1].start]; strings.ContainsAny(gap, ".!?;,\n") {
+			break
+		}
+		switch w := toks[j].s; {
+		case (w == "each" || w == "every") && !(j+1 < len(toks) && wholeAnswer[toks[j+1].s]):
+			return true
+		case isPartNoun(toks, j):
+			return true
+		case isRelWord(w) || relFiller[w] || parseNum(w) > 0:
+		default:
+			n++
+		}
+	}
+	return false
+}
+
+// wholeAnswer are the nouns after "each" or "every" that name the whole
+// answer, not a part of it ("keep every answer under 40 words").
+var wholeAnswer = map[string]bool{"answer": true, "answers": true, "reply": true, "replies": true, "response": true, "responses": true, "message": true, "messages": true}
+
+// isPartNoun reports whether toks[j] names a part of the answer. A part
+// noun that is what the request asks for ("write a tagline of less than
+// 200 characters", "give me a title under 10 words": a request verb,
+// maybe "me", an article, maybe one adjective) is the answer itself.
+func isPartNoun(toks []token, j int) bool {
+	if !partNouns[toks[j].s] {
+		return false
+	}
+	if strings.HasPrefix(toks[j].s, "title") && j+1 < len(toks) && toks[j+1].s == "case" {
+		return false
+	}
+	for i := j - 1; i >= 0 && j-i <= 4; i-- {
+		switch w := toks[i].s; {
+		case w == "a" || w == "an" || w == "one" || w == "me" || w == "us":
+			continue
+		case requestVerbs[w]:
+			return !(toks[i+1].s == "a" || toks[i+1].s == "an" || toks[i+1].s == "one" || toks[i+1].s == "me" || toks[i+1].s == "us")
+		}
+		if i < j-1 { // at most one other word (an adjective) between
+			break
+		}
+	}
+	return true
+}
+
+// requestVerbs ask for an output: "write a title ..." asks for a title.
+var requestVerbs = map[string]bool{"write": true, "give": true, "create": true, "generate": true, "suggest": true,
+	"provide": true, "propose": true, "draft": true, "compose": true, "produce": true, "invent": true, "craft": true}
 
 // token is a word of the lower-cased text with its offsets.
 type token struct {

@@ -56,6 +56,16 @@ func TestCompileText(t *testing.T) {
 		{"postscript", "At the end, add a postscript starting with P.S.", "postscript{marker=P.S.}"},
 		{"paragraphs divider", "Write 3 paragraphs separated by the markdown divider ***.", "paragraphs{divider=***,exactly=3}"},
 		{"word frequency", "The word 'risk' should appear at least 3 times.", "keywords{words=[map[exactly:0 max:0 min:3 word:risk]]}"},
+		// A length asked of a part of the answer does not limit the answer.
+		{"headers short", "Keep headers short (1–3 words) and in `**Title Case**`.", ""},
+		{"words for updates", "Keep it brief (8–12 words for quick updates).", ""},
+		{"each bullet", "Each bullet point should be at most 10 words.", ""},
+		{"words each", "List the steps, at most 10 words each.", ""},
+		{"words per item", "Use no more than 12 words per item.", ""},
+		{"blog post with title", "Write a blog post with a title of at most 5 words.", ""},
+		{"asked-for title", "Give me a short title under 10 words.", "length{max_words=9}"},
+		{"title then length", "Write a poem with a title in <<brackets>>, and less than 13 sentences.", "length{max_sentences=12} title{}"},
+		{"title case answer", "Answer in Title Case in under 20 words.", "length{max_words=19}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,6 +101,32 @@ func TestCompileBenign(t *testing.T) {
 		if cs := CompileText(p); len(cs) > 0 && p != "What does 'at least 50 words' mean in an essay prompt?" {
 			t.Errorf("CompileText(%q) = %s, want nothing", p, summary(cs))
 		}
+	}
+}
+
+// An agent's step (tools declared): its system and developer messages
+// are the agent's manual, only the user's turn binds the answer.
+func TestCompileAgentManual(t *testing.T) {
+	manual := "Keep it concise: be no more than 1-2 sentences. End git commit messages with:\nCo-Authored-By: A <a@example.com>\nThis does not apply to code the user asked you to build."
+	tools := []validator.Tool{{Name: "shell"}}
+	tests := []struct {
+		name string
+		req  *validator.Request
+		want string
+	}{
+		{"manual with tools", &validator.Request{Tools: tools, Messages: []validator.Message{
+			{Role: "system", Content: manual}, {Role: "developer", Content: manual}, {Role: "user", Content: "Once upon a time"}}}, ""},
+		{"user turn with tools", &validator.Request{Tools: tools, Messages: []validator.Message{
+			{Role: "system", Content: manual}, {Role: "user", Content: "Explain DNS in under 50 words."}}}, "length{max_words=49}"},
+		{"system prompt without tools", &validator.Request{Messages: []validator.Message{
+			{Role: "system", Content: "Always answer in under 100 words."}, {Role: "user", Content: "Once upon a time"}}}, "length{max_words=99}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := summary(Compile(tc.req)); got != tc.want {
+				t.Errorf("Compile = %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -357,16 +357,12 @@ func streamText(t *testing.T, raw []byte) string {
 
 // TestEventDialectsHideReasoning: with reasoning: hide the client reads
 // none of the thinking or reasoning text, streamed or whole, and gets the
-// answer's text. A streamed Responses answer is left out: its closing
-// events repeat the reasoning whole, which the gateway does not yet strip
-// (docs/agents.md says so).
+// answer's text (a streamed Responses answer's closing events, which
+// repeat the reasoning whole, carry it blanked).
 func TestEventDialectsHideReasoning(t *testing.T) {
 	const thought = "Pondering quietly about the weather."
 	for _, path := range []string{"/v1/messages", "/v1/responses"} {
 		for _, stream := range []bool{true, false} {
-			if stream && path == "/v1/responses" {
-				continue
-			}
 			t.Run(path+map[bool]string{true: " streamed", false: " whole"}[stream], func(t *testing.T) {
 				payloads := msgStream(thought, "It is sunny.", "")
 				if path == "/v1/responses" {

@@ -324,7 +324,9 @@ func FuzzResponsesEvents(f *testing.F) {
 func FuzzEventRequests(f *testing.F) {
 	for _, s := range []string{`{"system":"S","messages":[{"role":"user","content":"hi"}]}`,
 		`{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"}]}]}`,
-		`{"instructions":"S","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`, `{"input":""}`, `{"system":[]}`} {
+		`{"instructions":"S","input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}]}`, `{"input":""}`, `{"system":[]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>r</system-reminder>"},{"type":"text","text":"hi"}]},{"role":"system","content":"S"}]}`,
+		`{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>e</environment_context>"}]},{"type":"message","role":"user","content":"hi"}]}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

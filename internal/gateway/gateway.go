@@ -136,6 +136,17 @@ type Gateway struct {
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int
 
+	// WorkProbe is how often an attempt that has heard nothing from its
+	// upstream yet asks it whether it is working on the prompt
+	// (llama-server's GET /slots, Ollama's GET /api/ps): an answer that
+	// says so counts as progress, so the stall check's ttft and the idle
+	// timeout never halt a prompt the upstream is still processing. Zero
+	// means DefaultWorkProbe, negative never.
+	WorkProbe time.Duration
+	// MaxPromptWait bounds how long such answers keep an attempt waiting
+	// for its first event; zero means DefaultMaxPromptWait.
+	MaxPromptWait time.Duration
+
 	streamsOnce sync.Once
 	streams     chan struct{}
 
@@ -151,6 +162,10 @@ type Gateway struct {
 	// fake clock only once the gateway has taken in what the reader
 	// queued and armed the timers they expect.
 	waitHook func(loopState)
+	// closeHook, when set, is called each time an attempt's reader has
+	// closed the upstream's response (after reading a finished stream's
+	// body to its end, which gives the connection back to the pool).
+	closeHook func()
 
 	kinds kinds // detection of upstreams down at start (detect.go)
 

@@ -32,7 +32,9 @@ type attemptLoop struct {
 	wake   time.Time // when wakeT fires, zero when stopped
 	closed bool      // the upstream ended its answer
 	c      chunk
-	ka     *keepAlive // comments on a held stream (keepalive.go); nil: none
+	ka     *keepAlive      // comments on a held stream (keepalive.go); nil: none
+	ctx    context.Context // the attempt's
+	work   *workWatch      // asks the upstream about its work before the first event (liveness.go); nil: none
 }
 
 // run waits for the upstream, the timers, the checks and the client until
@@ -49,6 +51,9 @@ func (l *attemptLoop) run(clk clock.Clock) result {
 	defer l.wakeT.Stop()
 	l.ka = l.x.startKeepAlive(clk)
 	defer l.ka.stop()
+	if l.work = l.x.startWork(clk, l.rd.now()); l.work != nil {
+		defer l.work.stop()
+	}
 	// The stall check's time to first token runs from here.
 	l.setWake(l.chk.Tick(l.rd.now()).Wake, true)
 	for {
@@ -57,7 +62,7 @@ func (l *attemptLoop) run(clk clock.Clock) result {
 			return *res
 		}
 		if r, done := l.settle(step); done {
-			return r
+			return l.explainStall(r)
 		}
 	}
 }
@@ -68,19 +73,20 @@ type loopState struct {
 	ended     bool      // the upstream ended its answer
 	keepAlive time.Time // when the keep-alive timer fires; zero: none armed
 	approval  string    // the approval the held tool calls wait for; "": none
+	workAsked int       // answers the upstream gave about its work (liveness.go)
 }
 
 // wait handles the next thing that happens and returns the attempt's
 // step after it, or the result that ends the attempt.
 func (l *attemptLoop) wait() (pipeline.Step, *result) {
 	if h := l.x.g.waitHook; h != nil {
-		h(loopState{taken: l.rd.taken(), ended: l.closed, keepAlive: l.ka.due()})
+		h(loopState{taken: l.rd.taken(), ended: l.closed, keepAlive: l.ka.due(), workAsked: l.work.answered()})
 	}
 	select {
 	case <-l.rd.ready:
 		step, res := l.onBatch()
 		if res == nil && !l.closed && l.idle > 0 {
-			l.idleT.Reset(l.rd.lastArrival().Add(l.idle).Sub(l.rd.now()))
+			l.idleT.Reset(l.lastSign().Add(l.idle).Sub(l.rd.now()))
 		}
 		return step, res
 	case <-l.idleT.C():
@@ -93,6 +99,10 @@ func (l *attemptLoop) wait() (pipeline.Step, *result) {
 	case <-l.ka.C():
 		l.x.keepAliveFired(l.ka)
 		return l.onTick()
+	case <-l.work.timer():
+		return l.onWorkDue()
+	case a := <-l.work.answer():
+		return l.onWorkAnswer(a)
 	case <-l.x.r.Context().Done():
 		return pipeline.Step{}, &result{kind: resCancelled}
 	}
@@ -115,7 +125,7 @@ func (l *attemptLoop) onIdle() (pipeline.Step, *result) {
 		return step, res
 	}
 	now := l.rd.now()
-	if last := l.rd.lastArrival(); now.Sub(last) < l.idle {
+	if last := l.lastSign(); now.Sub(last) < l.idle {
 		l.idleT.Reset(last.Add(l.idle).Sub(now)) // a chunk came meanwhile
 		return l.chk.Tick(now), nil
 	}
@@ -287,6 +297,9 @@ func (x *exchange) feed(chk Checker, p []byte, c *chunk, at time.Time) bool {
 	fed := false
 	ev := c.events()
 	mode := x.g.policy().Reasoning
+	if h, ok := x.route.(reasoningHider); ok && x.req.stream && mode == policy.ReasoningHide {
+		p = h.hideReasoning(p) // its closing events repeat the reasoning whole
+	}
 	if ev.has(evReasoning) {
 		fed = x.feedReasoning(chk, p, c, at, mode)
 		if s.step.Failed {

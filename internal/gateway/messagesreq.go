@@ -54,12 +54,13 @@ func decodeMessages(raw []byte) (request, error) {
 		return request{}, fmt.Errorf("messages must not be empty")
 	}
 	vr := &validator.Request{}
+	var turns validator.TurnBuilder
 	if len(mr.System) > 0 && string(mr.System) != "null" {
 		sys, err := blocksText(mr.System, "system")
 		if err != nil {
 			return request{}, err
 		}
-		vr.Messages = append(vr.Messages, validator.Message{Role: "system", Content: sys})
+		turns.Add(validator.Message{Role: "system", Content: sys})
 	}
 	for i, m := range mr.Messages {
 		at := fmt.Sprintf("messages[%d]", i)
@@ -68,12 +69,23 @@ func decodeMessages(raw []byte) (request, error) {
 		if m.Role != "user" && m.Role != "assistant" && m.Role != "system" {
 			return request{}, fmt.Errorf("%s.role: want \"user\", \"assistant\" or \"system\", got %q", at, m.Role)
 		}
-		msgs, err := messageOf(m.Role, m.Content, at)
+		msg, parts, results, err := messageOf(m.Role, m.Content, at)
 		if err != nil {
 			return request{}, err
 		}
-		vr.Messages = append(vr.Messages, msgs...)
+		switch {
+		case m.Role == "user":
+			if len(parts) > 0 || len(results) == 0 {
+				turns.User(msg, parts)
+			}
+		default:
+			turns.Add(msg)
+		}
+		for _, r := range results {
+			turns.Add(r)
+		}
 	}
+	vr.Messages = turns.Messages()
 	for _, t := range mr.Tools {
 		if t.Name != "" {
 			vr.Tools = append(vr.Tools, validator.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema})
@@ -86,30 +98,31 @@ func decodeMessages(raw []byte) (request, error) {
 }
 
 // messageOf reads one message's content (a string or a list of blocks)
-// as the checks see it: the message itself, then a tool message for each
-// tool_result block.
-func messageOf(role string, content json.RawMessage, at string) ([]validator.Message, error) {
+// as the checks see it: the message itself with its text, the text parts
+// in order (a user's harness context is told from them), and a tool
+// message for each tool_result block.
+func messageOf(role string, content json.RawMessage, at string) (validator.Message, []string, []validator.Message, error) {
 	msg := validator.Message{Role: role}
 	if len(content) > 0 && content[0] == '"' {
 		json.Unmarshal(content, &msg.Content)
-		return []validator.Message{msg}, nil
+		return msg, []string{msg.Content}, nil, nil
 	}
 	var blocks []contentBlock
 	if err := json.Unmarshal(content, &blocks); err != nil {
-		return nil, fmt.Errorf("%s.content: want a string or a list of content blocks: %w", at, openai.DecodeError(err))
+		return msg, nil, nil, fmt.Errorf("%s.content: want a string or a list of content blocks: %w", at, openai.DecodeError(err))
 	}
-	var text strings.Builder
+	var parts []string
 	var results []validator.Message
 	for j, b := range blocks {
 		bat := fmt.Sprintf("%s.content[%d]", at, j)
 		switch b.Type {
 		case "":
-			return nil, fmt.Errorf("%s: a content block without a type", bat)
+			return msg, nil, nil, fmt.Errorf("%s: a content block without a type", bat)
 		case "text":
-			text.WriteString(b.Text)
+			parts = append(parts, b.Text)
 		case "tool_use":
 			if role != "assistant" {
-				return nil, fmt.Errorf("%s: a tool_use block in a %s message", bat, role)
+				return msg, nil, nil, fmt.Errorf("%s: a tool_use block in a %s message", bat, role)
 			}
 			args := string(b.Input)
 			if args == "" || args == "null" {
@@ -121,18 +134,15 @@ func messageOf(role string, content json.RawMessage, at string) ([]validator.Mes
 			if len(b.Content) > 0 && string(b.Content) != "null" {
 				s, err := blocksText(b.Content, bat+".content")
 				if err != nil {
-					return nil, err
+					return msg, nil, nil, err
 				}
 				out = s
 			}
 			results = append(results, validator.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: out})
 		}
 	}
-	msg.Content = text.String()
-	if msg.Content == "" && len(msg.ToolCalls) == 0 && len(results) > 0 {
-		return results, nil // a user turn of tool results only
-	}
-	return append([]validator.Message{msg}, results...), nil
+	msg.Content = strings.Join(parts, "")
+	return msg, parts, results, nil
 }
 
 // blocksText is the text of a string or of a list of blocks (the text

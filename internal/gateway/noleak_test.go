@@ -99,7 +99,8 @@ const refusalKey = "mirror-7Q2x-Lattice"
 // streamed and whole (the flow rule, plain and hex-encoded; a credential;
 // a schema violation retried until it halts; a shell command; the system
 // prompt copied; an injected result; a markdown image; arguments that are
-// not JSON): the answer, every event, the incident made of each and the
+// not JSON; a payment to a recipient only a tool result named; a
+// PostgreSQL statement the tokeniser classifies): the answer, every event, the incident made of each and the
 // log hold no byte of the arguments or of the system prompt's key.
 func TestRefusalsLeakNothing(t *testing.T) {
 	for _, c := range loadRefusalCases(t) {

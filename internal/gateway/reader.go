@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
@@ -78,37 +79,91 @@ type reader struct {
 	pauseStart time.Time     // the current wait's start, zero when reading
 }
 
-// startReader starts the reader: open sends the request and returns the
-// stream, or the result that ends the attempt. hook, when set, runs after
-// each payload is queued (tests pace a fake clock with it).
-func startReader(ctx context.Context, open func() (*upstream.Stream, *result), clk clock.Clock, hook func()) *reader {
+// startReader starts the reader: open sends the request with the context
+// it is given and returns the stream, or the result that ends the
+// attempt. hooks.read, when set, runs after each payload is queued (tests
+// pace a fake clock with it); hooks.closed once the reader closed the
+// upstream's response.
+//
+// The request runs until ctx ends, unless the stream ended first: then
+// the reader reads the body to its end (drainStream) so that the
+// connection goes back to the upstream client's pool for the next
+// request, which a cancelled context would close.
+func startReader(ctx context.Context, open func(context.Context) (*upstream.Stream, *result), clk clock.Clock, hooks readerHooks) *reader {
 	r := &reader{last: clk.Now(), ready: make(chan struct{}, 1), space: make(chan struct{}, 1), done: make(chan struct{}),
 		stop: ctx.Done(), clk: clk}
 	r.q, r.spare = getQueue(), getQueue()
-	goRead(func() {
-		defer close(r.done)
-		defer r.retire()
-		st, refused := open()
-		if refused != nil {
-			r.push(upChunk{at: r.now(), refused: refused}, hook)
-			return
-		}
-		defer st.Close()
-		for {
-			reads := st.Reads()
-			p, err := st.Next()
-			// A payload the stream had read with the one before it
-			// arrived with it: it takes that one's stamp, and a chunk
-			// costs no clock read when the upstream sends faster than
-			// the reader reads (tests pacing a fake clock per payload
-			// with hook get a reading each).
-			fresh := hook != nil || st.Reads() != reads
-			if r.pushPayload(p, err, fresh, hook); err != nil {
-				return
-			}
+	upCtx, upCancel := context.WithCancel(context.WithoutCancel(ctx))
+	var ended atomic.Bool
+	stopAfter := context.AfterFunc(ctx, func() {
+		if !ended.Load() {
+			upCancel()
 		}
 	})
+	goRead(func() {
+		defer upCancel()
+		defer stopAfter()
+		if hooks.closed != nil {
+			defer hooks.closed()
+		}
+		st := r.read(upCtx, open, hooks.read, &ended)
+		r.retire()
+		close(r.done)
+		if st == nil {
+			return
+		}
+		if ended.Load() {
+			drainStream(st, upCancel)
+		}
+		st.Close()
+	})
 	return r
+}
+
+// readerHooks are the test hooks of a reader (Gateway.readHook, closeHook).
+type readerHooks struct{ read, closed func() }
+
+// read sends the request and queues the payloads to the end of the
+// stream, which it returns (nil when the upstream refused); ended is set
+// before the last is queued when the stream ended cleanly.
+func (r *reader) read(ctx context.Context, open func(context.Context) (*upstream.Stream, *result), hook func(), ended *atomic.Bool) *upstream.Stream {
+	st, refused := open(ctx)
+	if refused != nil {
+		r.push(upChunk{at: r.now(), refused: refused}, hook)
+		return nil
+	}
+	for {
+		reads := st.Reads()
+		p, err := st.Next()
+		// A payload the stream had read with the one before it
+		// arrived with it: it takes that one's stamp, and a chunk
+		// costs no clock read when the upstream sends faster than
+		// the reader reads (tests pacing a fake clock per payload
+		// with hook get a reading each).
+		fresh := hook != nil || st.Reads() != reads
+		if err == io.EOF && st.Ended() {
+			ended.Store(true)
+		}
+		if r.pushPayload(p, err, fresh, hook); err != nil {
+			return st
+		}
+	}
+}
+
+// What the reader reads of a body after its stream's last event: a
+// server ends its chunked body right after the last event, so draining
+// takes microseconds; one that does not is cut off.
+const (
+	drainWait  = 250 * time.Millisecond
+	drainBytes = 16 << 10
+)
+
+// drainStream reads the rest of a finished stream's body, at most
+// drainBytes for at most drainWait (then cancel aborts the request).
+func drainStream(st *upstream.Stream, cancel context.CancelFunc) {
+	t := time.AfterFunc(drainWait, cancel)
+	defer t.Stop()
+	st.Drain(drainBytes)
 }
 
 // idleReaders hands a reader's work to a goroutine that finished its last

@@ -16,10 +16,10 @@ import (
 // takes anything (as under load, when the reader runs ahead), then takes
 // every payload, checks it and puts it back.
 func readAhead(t testing.TB, stream []byte, want [][]byte) *reader {
-	open := func() (*upstream.Stream, *result) {
+	open := func(context.Context) (*upstream.Stream, *result) {
 		return upstream.NewSSEStream(io.NopCloser(bytes.NewReader(stream))), nil
 	}
-	rd := startReader(context.Background(), open, clock.Real, nil)
+	rd := startReader(context.Background(), open, clock.Real, readerHooks{})
 	<-rd.done
 	var got int
 	for _, c := range rd.take() {
@@ -115,8 +115,10 @@ func (r *piecesReader) Read(p []byte) (int, error) {
 // one, so a chunk costs no clock reading of its own under load.
 func TestReaderStampsOncePerRead(t *testing.T) {
 	body := &piecesReader{pieces: []string{"data: {\"a\":1}\n\ndata: {\"b\":2}\n\n", "data: {\"c\":3}\n\ndata: [DONE]\n\n"}}
-	open := func() (*upstream.Stream, *result) { return upstream.NewSSEStream(io.NopCloser(body)), nil }
-	rd := startReader(context.Background(), open, &tickClock{}, nil)
+	open := func(context.Context) (*upstream.Stream, *result) {
+		return upstream.NewSSEStream(io.NopCloser(body)), nil
+	}
+	rd := startReader(context.Background(), open, &tickClock{}, readerHooks{})
 	<-rd.done
 	q := rd.take()
 	if len(q) != 4 || q[3].err != io.EOF {

@@ -246,8 +246,18 @@ func (r *releaser) reasoningText() []byte {
 }
 
 // refeed feeds the released prefix text[:n] to a new attempt's checks,
-// its reasoning as reasoning.
+// its reasoning as reasoning, marked as carried (carrier) so that the
+// stall check still waits for the new attempt's first token: a retry of a
+// long prompt spends its prefill before that token, not in a gap.
+// carrier is the optional capability of a Checker that tells text carried
+// over from an earlier attempt from the upstream's output
+// (pipeline.Attempt has it).
+type carrier interface{ Carry(n int) }
+
 func (r *releaser) refeed(chk Checker, n int, at time.Time) {
+	if c, ok := chk.(carrier); ok {
+		c.Carry(n)
+	}
 	o := 0
 	for _, sp := range r.rsn {
 		if sp.start >= n {

@@ -72,13 +72,23 @@ func decodeResponses(raw []byte) (request, error) {
 		if err := json.Unmarshal(in, &items); err != nil {
 			return request{}, fmt.Errorf("input: want a string or a list of items: %w", openai.DecodeError(err))
 		}
-		for i, it := range items {
-			msgs, err := itemMessages(it, fmt.Sprintf("input[%d]", i))
-			if err != nil {
-				return request{}, err
-			}
-			vr.Messages = append(vr.Messages, msgs...)
+		var turns validator.TurnBuilder
+		for _, m := range vr.Messages {
+			turns.Add(m)
 		}
+		for i, it := range items {
+			m, parts, ok, err := itemMessage(it, fmt.Sprintf("input[%d]", i))
+			switch {
+			case err != nil:
+				return request{}, err
+			case !ok:
+			case m.Role == "user":
+				turns.User(m, parts)
+			default:
+				turns.Add(m)
+			}
+		}
+		vr.Messages = turns.Messages()
 	}
 	for _, t := range rr.Tools {
 		if t.Type == "function" && t.Name != "" {
@@ -97,68 +107,77 @@ func decodeResponses(raw []byte) (request, error) {
 	return request{model: rr.Model, vreq: vr, stream: rr.Stream}, nil
 }
 
-// itemMessages is one input item as the checks see it.
-func itemMessages(it inputItem, at string) ([]validator.Message, error) {
+// itemMessage is one input item as the checks see it, with a message's
+// text parts in order (a user's harness context is told from them); ok
+// is false for items the checks do not read.
+func itemMessage(it inputItem, at string) (m validator.Message, parts []string, ok bool, err error) {
 	switch it.Type {
 	case "", "message":
 		switch it.Role {
 		case "user", "assistant", "system", "developer":
 		default:
-			return nil, fmt.Errorf("%s.role: want user, assistant, system or developer, got %q", at, it.Role)
+			return m, nil, false, fmt.Errorf("%s.role: want user, assistant, system or developer, got %q", at, it.Role)
 		}
-		text, err := partsText(it.Content, at+".content")
+		parts, err := textParts(it.Content, at+".content")
 		if err != nil {
-			return nil, err
+			return m, nil, false, err
 		}
 		role := it.Role
 		if role == "developer" {
 			role = "system"
 		}
-		return []validator.Message{{Role: role, Content: text}}, nil
+		return validator.Message{Role: role, Content: strings.Join(parts, "")}, parts, true, nil
 	case "function_call":
 		args := it.Arguments
 		if args == "" {
 			args = "{}"
 		}
-		return []validator.Message{{Role: "assistant", ToolCalls: []validator.ToolCall{{ID: it.CallID, Name: it.Name, Arguments: args}}}}, nil
+		return validator.Message{Role: "assistant", ToolCalls: []validator.ToolCall{{ID: it.CallID, Name: it.Name, Arguments: args}}}, nil, true, nil
 	case "function_call_output":
 		out := ""
 		if len(it.Output) > 0 && string(it.Output) != "null" {
 			s, err := partsText(it.Output, at+".output")
 			if err != nil {
-				return nil, err
+				return m, nil, false, err
 			}
 			out = s
 		}
-		return []validator.Message{{Role: "tool", ToolCallID: it.CallID, Content: out}}, nil
+		return validator.Message{Role: "tool", ToolCallID: it.CallID, Content: out}, nil, true, nil
 	}
-	return nil, nil // reasoning, item_reference, ...: not read
+	return m, nil, false, nil // reasoning, item_reference, ...: not read
 }
 
 // partsText is the text of a string or of a list of content parts (the
 // text of input_text, output_text and text parts, in order).
 func partsText(raw json.RawMessage, at string) (string, error) {
+	parts, err := textParts(raw, at)
+	return strings.Join(parts, ""), err
+}
+
+// textParts is a string, or the text of each input_text, output_text and
+// text part of a list of content parts, in order.
+func textParts(raw json.RawMessage, at string) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+		return nil, nil
 	}
 	if raw[0] == '"' {
 		var s string
 		json.Unmarshal(raw, &s)
-		return s, nil
+		return []string{s}, nil
 	}
 	var parts []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("%s: want a string or a list of content parts: %w", at, openai.DecodeError(err))
+		return nil, fmt.Errorf("%s: want a string or a list of content parts: %w", at, openai.DecodeError(err))
 	}
-	var text strings.Builder
+	var out []string
 	for _, p := range parts {
 		switch p.Type {
 		case "input_text", "output_text", "text":
-			text.WriteString(p.Text)
+			out = append(out, p.Text)
 		}
 	}
-	return text.String(), nil
+	return out, nil
 }

@@ -103,22 +103,22 @@ func (x *exchange) try(n int, body []byte) result {
 
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
-	rd := startReader(ctx, x.send(ctx, body), clk, x.g.readHook)
+	rd := startReader(ctx, x.send(body), clk, readerHooks{x.g.readHook, x.g.closeHook})
 	defer func() {
 		cancel() // unblocks the reader
 		<-rd.done
 		rd.release()
 	}()
-	l := &attemptLoop{x: x, n: n, chk: chk, rd: rd, cancel: cancel, idle: x.g.idleTimeout()}
+	l := &attemptLoop{x: x, n: n, chk: chk, rd: rd, cancel: cancel, idle: x.g.idleTimeout(), ctx: ctx}
 	return l.run(clk)
 }
 
 // send returns what the reader calls to send body upstream: the
 // upstream's stream, or how it refused.
-func (x *exchange) send(ctx context.Context, body []byte) func() (*upstream.Stream, *result) {
+func (x *exchange) send(body []byte) func(context.Context) (*upstream.Stream, *result) {
 	path, _ := x.route.upstreamPath(x.up.Kind)
 	up, route := x.up, x.route
-	return func() (*upstream.Stream, *result) {
+	return func(ctx context.Context) (*upstream.Stream, *result) {
 		resp, err := up.Post(ctx, path, body, nil)
 		if err != nil {
 			return nil, &result{kind: resRefused, err: err}

@@ -146,80 +146,6 @@ func isMailHeaderBlock(head string) bool {
 	return false
 }
 
-// isJSONLines reports whether t is JSON Lines: each of its first lines
-// a JSON value (the last may be cut).
-func isJSONLines(t string) bool {
-	lines := strings.SplitN(t, "\n", sniffLines+1)
-	if len(lines) < 2 {
-		return false
-	}
-	if len(lines) > sniffLines {
-		lines = lines[:sniffLines]
-	}
-	for i, l := range lines {
-		l = strings.TrimSpace(l)
-		if l == "" || json.Valid([]byte(l)) || i == len(lines)-1 {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
-// isCutJSON reports whether t is JSON cut short (a tool or a reader
-// stopped at a size limit): closing what is open at its last line break
-// makes it valid.
-func isCutJSON(t string) bool {
-	var stack []byte
-	inStr, esc, lastNL, nlDepth := false, false, -1, 0
-	var nlStack []byte
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		switch {
-		case esc:
-			esc = false
-		case inStr:
-			switch c {
-			case '\\':
-				esc = true
-			case '"':
-				inStr = false
-			case '\n':
-				return false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{' || c == '[':
-			if len(stack) >= 512 {
-				return false
-			}
-			stack = append(stack, c)
-		case c == '}' || c == ']':
-			if len(stack) == 0 {
-				return false
-			}
-			stack = stack[:len(stack)-1]
-		case c == '\n':
-			lastNL, nlDepth = i, len(stack)
-			nlStack = append(nlStack[:0], stack...)
-		}
-	}
-	if lastNL < 0 || nlDepth == 0 {
-		return false
-	}
-	cut := strings.TrimRight(t[:lastNL], " \t\r\n,")
-	var b strings.Builder
-	b.WriteString(cut)
-	for i := len(nlStack) - 1; i >= 0; i-- {
-		if nlStack[i] == '{' {
-			b.WriteByte('}')
-		} else {
-			b.WriteByte(']')
-		}
-	}
-	return json.Valid([]byte(b.String()))
-}
-
 var codeStarts = []string{"func ", "package ", "import ", "from ", "def ", "class ", "return", "if ", "if(", "for ", "for(",
 	"while ", "var ", "let ", "const ", "#include", "#define", "#if", "#endif", "use ", "sub ", "my ", "static ", "public ",
 	"private ", "struct ", "typedef ", "export ", "function", "case ", "else", "}", "//", "/*", "* ", "*/", "esac", "fi", "done",
@@ -503,17 +429,20 @@ func markupSpans(text string, emit func(string)) {
 			return
 		}
 		tag := text[i : i+k+1]
+		lt := tag
+		if hasUpperASCII(tag) {
+			lt = lowerASCII(tag)
+		}
 		for _, a := range []string{"alt=", "title=", "aria-label=", "placeholder=", "content="} {
-			if v, ok := attr(tag, a); ok {
+			if v, ok := attr(tag, lt, a); ok {
 				emit(v)
 				n++
 			}
 		}
 		i += k + 1
-		lt := strings.ToLower(tag)
 		for _, el := range []string{"script", "style", "pre"} {
 			if strings.HasPrefix(lt, "<"+el) && (len(lt) == len(el)+2 || lt[len(el)+1] == ' ' || lt[len(el)+1] == '>') {
-				end := strings.Index(strings.ToLower(text[i:]), "</"+el)
+				end := indexEndTag(text[i:], el)
 				if end < 0 {
 					end = len(text) - i
 				}
@@ -529,9 +458,53 @@ func markupSpans(text string, emit func(string)) {
 	}
 }
 
-// attr finds name="value" or name='value' in a tag, case-insensitively.
-func attr(tag, name string) (string, bool) {
-	lt := strings.ToLower(tag)
+// hasUpperASCII reports whether s holds an ASCII capital letter.
+func hasUpperASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 'A' && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// indexEndTag returns the offset in s of the end tag "</el" (el in lower
+// case; the tag in any ASCII case, as HTML reads it), or -1. It lowers
+// no copy of the rest of the document for each element it looks after.
+func indexEndTag(s, el string) int {
+	for off := 0; ; {
+		k := strings.Index(s[off:], "</")
+		if k < 0 {
+			return -1
+		}
+		k += off
+		if e := k + 2 + len(el); e <= len(s) && equalLowerASCII(s[k+2:e], el) {
+			return k
+		}
+		off = k + 2
+	}
+}
+
+// equalLowerASCII reports whether s with its ASCII letters lowered is low.
+func equalLowerASCII(s, low string) bool {
+	if len(s) != len(low) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != low[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// attr finds name="value" or name='value' in a tag, case-insensitively
+// (lt is the tag with its ASCII letters lowered, byte for byte).
+func attr(tag, lt, name string) (string, bool) {
 	for off := 0; ; {
 		k := strings.Index(lt[off:], name)
 		if k < 0 {
@@ -560,32 +533,6 @@ func attr(tag, name string) (string, bool) {
 var entities = strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&quot;", `"`, "&#39;", "'", "&nbsp;", " ", "&apos;", "'")
 
 func htmlText(s string) string { return entities.Replace(s) }
-
-// jsonSpans emits every string of two words or more (values, rarely
-// keys) of a JSON document; a string that is itself JSON is read too.
-func jsonSpans(text string, emit func(string)) {
-	d := json.NewDecoder(strings.NewReader(text))
-	d.UseNumber()
-	n := 0
-	for n < maxSpans {
-		tok, err := d.Token()
-		if err != nil {
-			return
-		}
-		s, ok := tok.(string)
-		if !ok || strings.TrimSpace(s) == "" {
-			continue
-		}
-		if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
-			jsonSpans(t, emit)
-			continue
-		}
-		if strings.Contains(strings.TrimSpace(s), " ") { // keys and codes are single words
-			emit(s)
-			n++
-		}
-	}
-}
 
 // configSpans emits the comments and the values of configuration lines.
 func configSpans(text string, emit func(string)) {

@@ -50,6 +50,8 @@ func TestReadable(t *testing.T) {
 			DocCode, []string{"a block"}, []string{"stdio", "main"}},
 		{"html comment and alt", `<html><body><p>Shop</p><!-- hidden note here --><img alt="a cat on a mat" src="x.png"><script>var s = "inside a script string";</script></body></html>`,
 			DocMarkup, []string{"Shop", "hidden note here", "a cat on a mat", "inside a script string"}, []string{"x.png", "var s"}},
+		{"upper-case tags", `<HTML><BODY><P>Shop</P><IMG ALT="a cat on a mat" SRC="x.png"><SCRIPT>var s = "inside a script string"; var t = 1</SCRIPT><p>After the script.</p></BODY></HTML>`,
+			DocMarkup, []string{"Shop", "a cat on a mat", "inside a script string", "After the script."}, []string{"x.png", "var t"}},
 		{"json values", `{"title": "Some title here", "count": 3, "nested": {"body": "a body text"}}`,
 			DocJSON, []string{"Some title here", "a body text"}, []string{"count", "nested"}},
 		{"email body", "From: a@example.com\nSubject: Lunch plans\n\nSee you at noon.", DocEmail, []string{"Lunch plans", "See you at noon."}, []string{"a@example.com"}},

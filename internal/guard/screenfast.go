@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/classifier"
 )
@@ -24,13 +25,23 @@ var requestMarkers = []string{"my", "user", "please", "you", "todo", "kindly"}
 // lowerASCII returns s with ASCII letters lowered, byte for byte (so
 // offsets stay valid).
 func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 32
+	var b strings.Builder
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			if b.Cap() == 0 {
+				b.Grow(len(s))
+			}
+			b.WriteString(s[start:i])
+			b.WriteByte(c + 32)
+			start = i + 1
 		}
 	}
-	return string(b)
+	if start == 0 {
+		return s
+	}
+	b.WriteString(s[start:])
+	return b.String()
 }
 
 // maxRegions bounds the regions one marker is tried on; past it, the
@@ -56,9 +67,9 @@ var anchorsByFirst = func() (t [128][]string) {
 // over the words, so the cost does not grow with the number of anchors.
 func anchorHits(low string) map[string][]int {
 	hits := map[string][]int{}
-	for i := 0; i < len(low); i++ {
+	for i := nextWordStart(low, 0); i < len(low); i = nextWordStart(low, i+1) {
 		c := low[i]
-		if c >= 0x80 || (i > 0 && isWordByte(low[i-1])) {
+		if c >= 0x80 {
 			continue
 		}
 		for _, w := range anchorsByFirst[c] {
@@ -107,8 +118,10 @@ func findOverride(text, low string) string {
 				if b <= end {
 					continue
 				}
-				if m := sg.re.FindString(text[a:b]); m != "" {
-					return m
+				if mayHold(low[a:b], sg.needs) {
+					if m := sg.re.FindString(text[a:b]); m != "" {
+						return m
+					}
 				}
 				end = b
 				if a == 0 && b == len(text) {
@@ -120,8 +133,29 @@ func findOverride(text, low string) string {
 	return ""
 }
 
+// mayHold reports whether the region low (lower-cased) holds one of
+// needs, or is not all ASCII (the patterns' case folding matches some
+// other letters to ASCII ones), or needs is empty.
+func mayHold(low string, needs []string) bool {
+	if len(needs) == 0 {
+		return true
+	}
+	for i := 0; i < len(low); i++ {
+		if low[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for _, w := range needs {
+		if strings.Contains(low, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // requestLines returns the lines of text that hold a request or owner
-// marker word; low is text lower-cased by lowerASCII.
+// marker word and where requestRE can match (see mayRequest); low is
+// text lower-cased by lowerASCII.
 func requestLines(text, low string) []string {
 	var out []string
 	for len(low) > 0 {
@@ -129,11 +163,8 @@ func requestLines(text, low string) []string {
 		if n < 0 {
 			n = len(low)
 		}
-		for _, m := range requestMarkers {
-			if hasWord(low[:n], m) {
-				out = append(out, text[:n])
-				break
-			}
+		if hasMarker(low[:n]) && mayRequest(low[:n]) {
+			out = append(out, text[:n])
 		}
 		if n == len(low) {
 			break
@@ -143,24 +174,114 @@ func requestLines(text, low string) []string {
 	return out
 }
 
-// hasWord reports whether w occurs in s as a word prefix ("user" in
-// "users" and "user's" too).
-func hasWord(s, w string) bool {
-	for off := 0; ; {
-		k := strings.Index(s[off:], w)
-		if k < 0 {
-			return false
-		}
-		k += off
-		if k == 0 || !isWordByte(s[k-1]) {
-			return true
-		}
-		off = k + len(w)
+// markersByFirst lists requestMarkers by first byte.
+var markersByFirst = func() (t [128][]string) {
+	for _, m := range requestMarkers {
+		t[m[0]] = append(t[m[0]], m)
 	}
+	return t
+}()
+
+// hasMarker reports whether one of requestMarkers occurs in low as a
+// word prefix (hasWord of each, in one pass over the line).
+func hasMarker(low string) bool {
+	for p := nextWordStart(low, 0); p < len(low); p = nextWordStart(low, p+1) {
+		c := low[p]
+		if c >= utf8.RuneSelf {
+			continue
+		}
+		for _, m := range markersByFirst[c] {
+			if strings.HasPrefix(low[p:], m) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+// verbsByFirst lists actionVerbs by first byte.
+var verbsByFirst = func() (t [128][]string) {
+	for _, v := range actionVerbs {
+		if !slices.Contains(t[v[0]], v) {
+			t[v[0]] = append(t[v[0]], v)
+		}
+	}
+	return t
+}()
+
+// mayRequest reports whether requestRE can match the line low (lower-cased
+// by lowerASCII): a cheap test that lets most lines skip the pattern.
+// requestRE needs an action verb followed by white space and preceded by
+// one of its openers: the line's start, sentence or clause punctuation,
+// an opening quote or bracket (each with optional white space), or white
+// space after "please", "kindly" or "you". The test looks for exactly
+// that, so it never turns away a line the pattern matches. A line with
+// non-ASCII bytes always goes to the pattern, whose case folding matches
+// letters such as U+017F (long s) and U+212A (Kelvin sign) to ASCII ones.
+func mayRequest(low string) bool {
+	for i := 0; i < len(low); i++ {
+		if low[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	for p := nextWordStart(low, 0); p < len(low); p = nextWordStart(low, p+1) {
+		c := low[p]
+		for _, v := range verbsByFirst[c] {
+			if e := p + len(v); e < len(low) && isRESpace(low[e]) && strings.HasPrefix(low[p:], v) && requestOpener(low, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// requestOpener reports whether what precedes offset p of low is one of
+// requestRE's openers.
+func requestOpener(low string, p int) bool {
+	if p == 0 {
+		return true
+	}
+	q := p
+	for q > 0 && isRESpace(low[q-1]) {
+		q--
+	}
+	if q == 0 {
+		return false
+	}
+	if strings.IndexByte(".!?\n:;\"'`([{", low[q-1]) >= 0 {
+		return true
+	}
+	return q < p && (strings.HasSuffix(low[:q], "please") || strings.HasSuffix(low[:q], "kindly") || strings.HasSuffix(low[:q], "you"))
+}
+
+// isRESpace reports the bytes Go's regexp calls \s.
+func isRESpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r' }
+
+func isWordByte(c byte) bool { return wordByte[c] }
+
+// wordByte marks the bytes of a word in lower-cased text: ASCII lower-case
+// letters, digits, '_' and every byte of a multi-byte rune.
+var wordByte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+	}
+	return t
+}()
+
+// nextWordStart returns the first offset at or after i that is 0 or
+// follows a byte that is not a word byte (where a marker, anchor or verb
+// can start), skipping the rest of a word in one tight loop; len(low)
+// when none.
+func nextWordStart(low string, i int) int {
+	if i == 0 || i >= len(low) {
+		return i
+	}
+	for j := i - 1; j < len(low); j++ {
+		if !wordByte[low[j]] {
+			return j + 1
+		}
+	}
+	return len(low)
 }
 
 // WindowTail describes the upper tail of the window scores of one kind

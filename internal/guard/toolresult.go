@@ -27,31 +27,36 @@ import (
 // near its anchor words (in lower case, at a word start), which every one
 // of its matches contains, from before bytes ahead of the anchor to after
 // bytes past it: most of a document is never read by a pattern.
+//
+// needs lists words or characters (in lower case) of which every match
+// of the pattern holds at least one: an ASCII region without any is not
+// read by the pattern either (FuzzOverrideNeeds checks each list).
 var overrideSigns = []struct {
 	re            *regexp.Regexp
 	anchors       []string
 	before, after int
+	needs         []string
 }{
 	{sign(`\b(?:ignore|disregard|forget|override|skip)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+|my\s+)*(?:previous|prior|above|earlier|preceding|former|original|other|initial)\s+(?:\w+\s+)?(?:\w*structions?|directions?|prompts?|rules|tasks?|guidelines|commands?|orders)`),
-		[]string{"ignore", "disregard", "forget", "override", "skip"}, 0, 200},
-	{sign(`\b(?:new|updated|revised|real|true|actual)\s+instructions?\s*[:!]`), []string{"instruction"}, 40, 30},
-	{sign(`\bimportant\s+(?:message|instructions?|notice|note|update)\s+from\s+(?:me|the\s+user|your\s+user)`), []string{"important"}, 0, 120},
-	{sign(`</?\s*information\s*>`), []string{"information"}, 20, 20},
-	{sign(`#+\s*\(?\s*system[_ ]?(?:message|prompt|instruction|override)`), []string{"system"}, 40, 40},
-	{sign(`\[\s*system\s*(?:message|prompt|note|override)?\s*\]`), []string{"system"}, 20, 40},
-	{sign(`\bto\s+you,?\s+(?:the\s+)?(?:ai|assistant|model|agent|gpt[\w.-]*|claude[\w.-]*|llama[\w.-]*|gemini[\w.-]*|chatbot|llm)\b`), roleWords, 40, 40},
-	{sign(`\bbefore\s+you\s+(?:can\s+)?(?:solve|do|complete|continue|proceed|answer|finish|start)\s+(?:with\s+)?(?:the|this|your|my)\s+(?:task|request|job|question)`), []string{"before"}, 0, 150},
-	{sign(`\b(?:dear|hey|attention|note\s+to\s+(?:the\s+)?)\s*(?:ai|assistant|agent|model|chatbot|llm)\b[,:!]`), []string{"dear", "hey", "attention", "note"}, 0, 60},
-	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)s?\s*[,:]\s*(?:you\s+)?(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to)\b`), roleWords, 0, 80},
-	{sign(`\bdo\s+not\s+(?:tell|inform|notify|alert|mention\s+(?:this|it)\s+to)\s+the\s+user\b`), []string{"user"}, 100, 10},
-	{sign(`\bstrictly\s+adhere\s+to\s+the\s+following\b`), []string{"strictly"}, 0, 80},
-	{sign(`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`), []string{"stop", "halt"}, 0, 80},
-	{sign(`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`), []string{"important"}, 60, 80},
+		[]string{"ignore", "disregard", "forget", "override", "skip"}, 0, 200, []string{"previous", "prior", "above", "earlier", "preceding", "former", "original", "other", "initial"}},
+	{sign(`\b(?:new|updated|revised|real|true|actual)\s+instructions?\s*[:!]`), []string{"instruction"}, 40, 30, []string{":", "!"}},
+	{sign(`\bimportant\s+(?:message|instructions?|notice|note|update)\s+from\s+(?:me|the\s+user|your\s+user)`), []string{"important"}, 0, 120, []string{"from"}},
+	{sign(`</?\s*information\s*>`), []string{"information"}, 20, 20, []string{">"}},
+	{sign(`#+\s*\(?\s*system[_ ]?(?:message|prompt|instruction|override)`), []string{"system"}, 40, 40, []string{"#"}},
+	{sign(`\[\s*system\s*(?:message|prompt|note|override)?\s*\]`), []string{"system"}, 20, 40, []string{"]"}},
+	{sign(`\bto\s+you,?\s+(?:the\s+)?(?:ai|assistant|model|agent|gpt[\w.-]*|claude[\w.-]*|llama[\w.-]*|gemini[\w.-]*|chatbot|llm)\b`), roleWords, 40, 40, []string{"you"}},
+	{sign(`\bbefore\s+you\s+(?:can\s+)?(?:solve|do|complete|continue|proceed|answer|finish|start)\s+(?:with\s+)?(?:the|this|your|my)\s+(?:task|request|job|question)`), []string{"before"}, 0, 150, []string{"you"}},
+	{sign(`\b(?:dear|hey|attention|note\s+to\s+(?:the\s+)?)\s*(?:ai|assistant|agent|model|chatbot|llm)\b[,:!]`), []string{"dear", "hey", "attention", "note"}, 0, 60, []string{",", ":", "!"}},
+	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)s?\s*[,:]\s*(?:you\s+)?(?:must|should|need\s+to|have\s+to|are\s+(?:required|instructed)\s+to)\b`), roleWords, 0, 80, []string{",", ":"}},
+	{sign(`\bdo\s+not\s+(?:tell|inform|notify|alert|mention\s+(?:this|it)\s+to)\s+the\s+user\b`), []string{"user"}, 100, 10, []string{"not"}},
+	{sign(`\bstrictly\s+adhere\s+to\s+the\s+following\b`), []string{"strictly"}, 0, 80, []string{"adhere"}},
+	{sign(`\b(?:stop|halt)\s+(?:what\s+you\s*(?:are|'re)\s+doing|(?:the|your)\s+current\s+task)`), []string{"stop", "halt"}, 0, 80, []string{"doing", "current"}},
+	{sign(`\bthis\s+is\s+(?:extremely|very|really)\s+important\b[^.]{0,40}\byou\b`), []string{"important"}, 60, 80, []string{"you"}},
 	// The agent addressed by its role, then told to drop its task or act.
-	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)\s*[:,]\s*(?:please\s+)?(?:ignore|disregard|forget|override|email|send|forward|transfer|delete|share|upload|export)\b`), roleWords, 0, 60},
-	{sign(`\b(?:message|instructions?|notice|note)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|agent|model|chatbot|llm)\b`), roleWords, 60, 10},
+	{sign(`\b(?:ai|assistant|agent|model|chatbot|llm)\s*[:,]\s*(?:please\s+)?(?:ignore|disregard|forget|override|email|send|forward|transfer|delete|share|upload|export)\b`), roleWords, 0, 60, []string{",", ":"}},
+	{sign(`\b(?:message|instructions?|notice|note)\s+(?:to|for)\s+(?:the\s+)?(?:ai|assistant|agent|model|chatbot|llm)\b`), roleWords, 60, 10, []string{"to", "for"}},
 	// The same override in Chinese: "ignore (all) previous instructions".
-	{sign(`忽略(?:之前|以前|上面|先前|前面)的?(?:所有|全部)?(?:指令|指示|说明|规则)`), []string{"忽略"}, 0, 60},
+	{sign(`忽略(?:之前|以前|上面|先前|前面)的?(?:所有|全部)?(?:指令|指示|说明|规则)`), []string{"忽略"}, 0, 60, nil},
 }
 
 // roleWords name the agent.

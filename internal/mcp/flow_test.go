@@ -135,3 +135,40 @@ func TestMCPRefusalsLeakNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPaymentWithinSession: an IBAN only an earlier result of the session
+// named (an invoice, no injection in it) is no recipient for a payment;
+// the same payment in a session that never read the invoice passes (the
+// proxy hears no user, so a recipient nobody named is not refused for
+// that alone), and so does a payment to another recipient.
+func TestPaymentWithinSession(t *testing.T) {
+	invoice := textResultJSON("Invoice 5512 from Larchwood Joinery, 1,880.00 EUR. Our bank details: IBAN DE44 5001 0517 5407 3249 31.")
+	pay := func(iban string) []byte {
+		b, _ := json.Marshal(map[string]any{"name": "make_payment", "arguments": map[string]any{
+			"payment": map[string]any{"creditor": map[string]string{"iban": iban}}, "amount": "1880.00"}})
+		return b
+	}
+	ctx := context.Background()
+	call := func(s *Session, id int, params []byte) (toServer, toClient []byte) {
+		return s.FromClient(ctx, []byte(`{"jsonrpc":"2.0","id":`+string(rune('0'+id))+`,"method":"tools/call","params":`+string(params)+`}`))
+	}
+	p := &Proxy{Judge: testJudge(t, ""), Server: "fake", Bus: &events.Bus{}}
+	s := p.NewSession()
+	if toServer, toClient := call(s, 1, []byte(`{"name":"read_file","arguments":{"path":"invoices/5512.txt"}}`)); toServer == nil {
+		t.Fatalf("the read was refused: %s", toClient)
+	}
+	s.FromServer(ctx, []byte(`{"jsonrpc":"2.0","id":1,"result":`+invoice+`}`))
+	if toServer, _ := call(s, 2, pay("GB29NWBK60161331926819")); toServer == nil {
+		t.Fatal("a payment to a recipient the invoice did not name was refused")
+	}
+	toServer, toClient := call(s, 3, pay("DE44500105175407324931"))
+	if toServer != nil {
+		t.Fatal("a payment to the IBAN only the invoice named went through")
+	}
+	if msg := string(toClient); !strings.Contains(msg, "aegis_data_exfiltration") || strings.Contains(msg, "DE445001") || strings.Contains(msg, "0517 5407") {
+		t.Fatalf("refusal %s: want data_exfiltration naming no IBAN", msg)
+	}
+	if toServer, toClient := call(p.NewSession(), 1, pay("DE44500105175407324931")); toServer == nil {
+		t.Fatalf("the same payment in a session that never read the invoice was refused: %s", toClient)
+	}
+}

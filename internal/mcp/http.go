@@ -37,6 +37,29 @@ type HTTPProxy struct {
 	mu       sync.Mutex
 	sessions map[string]*httpSession
 	cors     http.Header // the upstream's last CORS headers
+
+	closing  context.Context // ends at Shutdown
+	shutdown context.CancelCauseFunc
+}
+
+// errShuttingDown ends the requests in flight at Shutdown.
+var errShuttingDown = errors.New("aegis is shutting down")
+
+// Shutdown answers every request waiting on the upstream with a JSON-RPC
+// error (and tells the server to cancel it), and ends the event streams
+// in flight; call it before shutting the HTTP server down.
+func (h *HTTPProxy) Shutdown() {
+	h.closingCtx()
+	h.shutdown(errShuttingDown)
+}
+
+func (h *HTTPProxy) closingCtx() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing == nil {
+		h.closing, h.shutdown = context.WithCancelCause(context.Background())
+	}
+	return h.closing
 }
 
 type httpSession struct {
@@ -245,7 +268,7 @@ func (h *HTTPProxy) post(w http.ResponseWriter, r *http.Request) {
 	if up == nil {
 		h.ownHeaders(w, r)
 		status := http.StatusOK
-		if m, err := Decode(body); err != nil || m.Kind != KindRequest {
+		if m, err := Decode(body); err != nil || m.Kind != KindRequest || malformed(back) {
 			status = http.StatusBadRequest
 		}
 		writeJSON(w, status, back)
@@ -266,7 +289,9 @@ func (h *HTTPProxy) post(w http.ResponseWriter, r *http.Request) {
 // without a resumable event id, the call timeout), the client gets a
 // JSON-RPC error for it.
 func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte, sess *Session, wait *json.RawMessage) {
-	ctx := r.Context()
+	ctx, stop := context.WithCancelCause(r.Context())
+	defer stop(nil)
+	defer context.AfterFunc(h.closingCtx(), func() { stop(errShuttingDown) })()
 	if wait != nil && h.Proxy.Judge.Config.CallTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
@@ -343,10 +368,24 @@ func (h *HTTPProxy) forward(w http.ResponseWriter, r *http.Request, body []byte,
 	}
 }
 
-// causeOf is err, or errCallTimeout when that is why ctx ended.
+// malformed reports whether answer is Aegis's JSON-RPC error for a
+// message it could not read (a parse error or an invalid request, such as
+// invalid UTF-8), not a refusal.
+func malformed(answer []byte) bool {
+	var e struct {
+		Error *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(answer, &e) == nil && e.Error != nil &&
+		(e.Error.Code == jsonrpc.CodeParseError || e.Error.Code == jsonrpc.CodeInvalidRequest)
+}
+
+// causeOf is err, or errCallTimeout or errShuttingDown when that is why
+// ctx ended.
 func causeOf(ctx context.Context, err error) error {
-	if context.Cause(ctx) == errCallTimeout {
-		return errCallTimeout
+	if c := context.Cause(ctx); c == errCallTimeout || c == errShuttingDown {
+		return c
 	}
 	return err
 }
@@ -369,15 +408,32 @@ func (h *HTTPProxy) failed(w http.ResponseWriter, sess *Session, wait *json.RawM
 		http.Error(w, "aegis: the MCP server did not answer: "+err.Error(), status)
 		return
 	}
-	code, msg := CodeServerGone, "aegis: the MCP server did not answer: "+err.Error()
-	if errors.Is(err, errCallTimeout) {
-		code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
-		if sess != nil && sess.reply != nil { // tell the server to stop working on it
-			sess.reply(Notification("notifications/cancelled", map[string]any{"requestId": *wait, "reason": "timed out in Aegis"}))
-		}
+	code, msg := h.failure(err, sess, *wait)
+	if errors.Is(err, errShuttingDown) {
+		status = http.StatusServiceUnavailable
 	}
 	h.answerFailed(sess, *wait)
 	writeJSON(w, status, ErrorResponse(*wait, code, msg, nil))
+}
+
+// failure is the JSON-RPC error code and message for a request the
+// upstream did not answer because of err; when Aegis gave up on it (a
+// timeout, a shutdown) the server is told to cancel it.
+func (h *HTTPProxy) failure(err error, sess *Session, id json.RawMessage) (int, string) {
+	var code int
+	var msg, reason string
+	switch {
+	case errors.Is(err, errCallTimeout):
+		code, msg, reason = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout), "timed out in Aegis"
+	case errors.Is(err, errShuttingDown):
+		code, msg, reason = CodeServerGone, "aegis: shutting down: the call was not answered", "Aegis is shutting down"
+	default:
+		return CodeServerGone, "aegis: the MCP server did not answer: " + err.Error()
+	}
+	if sess != nil && sess.reply != nil { // tell the server to stop working on it
+		sess.reply(Notification("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}))
+	}
+	return code, msg
 }
 
 func (h *HTTPProxy) answerFailed(sess *Session, id json.RawMessage) {
@@ -485,14 +541,13 @@ func (h *HTTPProxy) stream(ctx context.Context, w http.ResponseWriter, body io.R
 			other = append(other, line...)
 		}
 	}
-	if waitKey != "" && !answered && !resumable && sess.hasPending(waitKey) {
-		// The stream ended without the answer and cannot be resumed.
+	cause := causeOf(ctx, nil)
+	if waitKey != "" && !answered && (!resumable || cause != nil) && sess.hasPending(waitKey) {
+		// The stream ended without the answer and cannot be resumed, or
+		// Aegis gave up on the call (call_timeout, a shutdown).
 		code, msg := CodeServerGone, "aegis: the MCP server closed the stream before answering"
-		if context.Cause(ctx) == errCallTimeout {
-			code, msg = CodeTimeout, fmt.Sprintf("aegis: the server did not answer within %s (call_timeout)", h.Proxy.Judge.Config.CallTimeout)
-			if sess.reply != nil {
-				sess.reply(Notification("notifications/cancelled", map[string]any{"requestId": *wait, "reason": "timed out in Aegis"}))
-			}
+		if cause != nil {
+			code, msg = h.failure(cause, sess, *wait)
 		}
 		h.answerFailed(sess, *wait)
 		w.Write([]byte("event: message\ndata: "))

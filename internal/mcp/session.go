@@ -33,6 +33,11 @@ type Proxy struct {
 	// Clock is the clock for timeouts and timings; nil means the wall
 	// clock.
 	Clock clock.Clock
+	// Reaper is the path of a program whose main runs reaper.Main when
+	// reaper.Child reports true (the aegis binary itself): RunStdio starts
+	// the server under it, so nothing the server starts outlives Aegis.
+	// Empty: the server is started directly.
+	Reaper string
 
 	mu      sync.Mutex
 	hidden  map[string]validator.Finding // items hidden from listings, by path: requests for them are refused

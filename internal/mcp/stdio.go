@@ -14,6 +14,7 @@ import (
 
 	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/llamaproc"
+	"github.com/aegis-sentinel/aegis/internal/reaper"
 )
 
 // lockedWriter writes whole messages, one at a time, each with a newline.
@@ -43,17 +44,18 @@ var ShutdownGrace = 5 * time.Second
 
 // RunStdio proxies one client on in/out to the server cmd starts (its
 // stdin and stdout must be unset; its stderr is left as set). The server
-// runs in a process group of its own, killed should Aegis die (a
-// parent-death signal). It returns when the client closed its input and
-// the server exited, or when the server exited (every call in flight
-// answered with an error first), or when ctx ends (a signal: the calls in
-// flight are answered with an error and the server's process group is
-// stopped as llamaproc stops its servers). If in is an io.Closer it is
-// closed when the server exits first, so its reader ends too. A server
-// that fails to start gets every client request answered with a
-// JSON-RPC error until the client closes its input.
+// runs in a process group of its own; with p.Reaper set (Linux), under a
+// reaper (internal/reaper) that stops the server and everything it
+// started should Aegis die, even by SIGKILL. It returns when the client
+// closed its input and the server exited, or when the server exited
+// (every call in flight answered with an error first), or when ctx ends
+// (a signal: the calls in flight are answered with an error and the
+// server's process group and descendants are stopped as llamaproc stops
+// its servers). If in is an io.Closer it is closed when the server exits
+// first, so its reader ends too. A server that fails to start gets every
+// client request answered with a JSON-RPC error until the client closes
+// its input.
 func (p *Proxy) RunStdio(ctx context.Context, in io.Reader, out io.Writer, cmd *exec.Cmd) error {
-	setProcAttr(cmd)
 	sin, err := cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
@@ -62,18 +64,27 @@ func (p *Proxy) RunStdio(ctx context.Context, in io.Reader, out io.Writer, cmd *
 	if err != nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	if err := startLocked(cmd); err != nil {
+	proc, err := reaper.Start(cmd, p.Reaper, ShutdownGrace)
+	if err != nil {
 		err = fmt.Errorf("mcp: starting the server: %w", err)
 		p.refuseAll(ctx, in, out, err)
 		return err
 	}
-	proc := &stdioProcess{cmd: cmd, done: make(chan struct{})}
+	sp := &stdioProcess{Process: proc, done: make(chan struct{})}
+	// A reaper stops the server within ShutdownGrace itself; it is given
+	// that long again before it is killed.
+	stopGrace := ShutdownGrace
+	kill := func() { _ = proc.Signal(syscall.SIGKILL) }
+	if proc.Reaped() {
+		stopGrace = 2 * ShutdownGrace
+		kill = func() { go llamaproc.Stop(sp, stopGrace) }
+	}
 	err = p.Run(ctx, in, out, Conn{In: sin, Out: sout,
 		Wait: func(outDone <-chan struct{}) error {
-			defer close(proc.done)
-			return waitGrace(cmd, outDone, ShutdownGrace)
+			defer close(sp.done)
+			return waitGrace(proc.Wait, kill, outDone, ShutdownGrace)
 		},
-		Stop: func() { llamaproc.Stop(proc, ShutdownGrace) },
+		Stop: func() { llamaproc.Stop(sp, stopGrace) },
 	})
 	if err != nil {
 		return fmt.Errorf("mcp: the server %s: %w", p.Server, err)
@@ -81,18 +92,18 @@ func (p *Proxy) RunStdio(ctx context.Context, in io.Reader, out io.Writer, cmd *
 	return nil
 }
 
-// stdioProcess is the server's process as llamaproc.Stop sees it: its
-// group is signalled, Done closes once RunStdio has reaped it.
+// stdioProcess is the server's process (or its reaper) as llamaproc.Stop
+// sees it: its group is signalled, Done closes once RunStdio has reaped
+// it.
 type stdioProcess struct {
-	cmd  *exec.Cmd
+	*reaper.Process
 	done chan struct{}
 }
 
-func (s *stdioProcess) Pid() int              { return s.cmd.Process.Pid }
 func (s *stdioProcess) Done() <-chan struct{} { return s.done }
 func (s *stdioProcess) Err() error            { return nil }
 func (s *stdioProcess) Signal(sig syscall.Signal) error {
-	err := syscall.Kill(-s.cmd.Process.Pid, sig)
+	err := s.Process.Signal(sig)
 	if errors.Is(err, syscall.ESRCH) {
 		return nil
 	}
@@ -271,7 +282,9 @@ func (p *Proxy) Run(ctx context.Context, in io.Reader, out io.Writer, conn Conn)
 	if c, ok := in.(io.Closer); ok {
 		c.Close()
 	}
-	<-clientDone
+	// The client's reader is not waited for: when the server exited
+	// first, a reader blocked on a terminal or a pipe would hold the proxy
+	// (and a signal to it) until the client closed its input.
 	wg.Wait()
 	return waitErr
 }
@@ -283,11 +296,11 @@ func serverGoneText(err error) string {
 	return "aegis: the MCP server exited before answering"
 }
 
-// waitGrace waits for the server to exit, killing it after grace. When
-// outDone is given it first waits for the server's output to end, so the
-// answers it wrote before exiting are all read before Wait closes the
-// pipe.
-func waitGrace(cmd *exec.Cmd, outDone <-chan struct{}, grace time.Duration) error {
+// waitGrace waits (wait) for the server to exit, calling kill after
+// grace. When outDone is given it first waits for the server's output to
+// end, so the answers it wrote before exiting are all read before wait
+// closes the pipe.
+func waitGrace(wait func() error, kill func(), outDone <-chan struct{}, grace time.Duration) error {
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	killed := false
@@ -295,13 +308,13 @@ func waitGrace(cmd *exec.Cmd, outDone <-chan struct{}, grace time.Duration) erro
 		select {
 		case <-outDone:
 		case <-t.C:
-			_ = cmd.Process.Kill()
+			kill()
 			killed = true
 			<-outDone
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- wait() }()
 	if killed {
 		return <-done
 	}
@@ -309,7 +322,7 @@ func waitGrace(cmd *exec.Cmd, outDone <-chan struct{}, grace time.Duration) erro
 	case err := <-done:
 		return err
 	case <-t.C:
-		_ = cmd.Process.Kill()
+		kill()
 		return <-done
 	}
 }

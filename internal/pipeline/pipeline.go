@@ -297,6 +297,18 @@ func (a *Attempt) Feed(p []byte, at time.Time) Step {
 	return a.step(at)
 }
 
+// Carry says the next n bytes fed (text or reasoning) were released by an
+// earlier attempt and are fed again so that the checks read the whole
+// answer: the checks that judge the upstream's timing (validator.Carrier)
+// do not take them for output of this attempt's upstream.
+func (a *Attempt) Carry(n int) {
+	for _, v := range a.vs {
+		if c, ok := v.(validator.Carrier); ok {
+			c.Carry(n)
+		}
+	}
+}
+
 // Write feeds p as arriving now on the attempt's clock.
 func (a *Attempt) Write(p []byte) { a.Feed(p, a.now()) }
 
@@ -306,6 +318,9 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 		return
 	}
 	from := len(a.toolFinds)
+	if c.Read == nil || c.Read.Arguments != c.Arguments {
+		c.Read = toolcalls.Read(c.Arguments) // once, for every check
+	}
 	for _, t := range a.toolChks {
 		a.toolFinds = append(a.toolFinds, t.CheckToolCall(c)...)
 	}

@@ -30,8 +30,7 @@ const seam = 64
 // values, each boundary between two neighbours with the end of the one
 // joined to the start of the next and nothing between them (a secret
 // split across two fields). It appends to segs and text (emptied).
-func argText(args string, segs []segment, text []byte) ([]segment, []byte) {
-	vals := toolcalls.Values(args)
+func argText(vals []toolcalls.Value, segs []segment, text []byte) ([]segment, []byte) {
 	segs, text = segs[:0], text[:0]
 	add := func(path, how, t string, off int, isSeam, newline bool) {
 		segs = append(segs, segment{start: len(text), off: off, path: path, how: how, text: t, seam: isSeam})
@@ -67,7 +66,7 @@ func (a *Attempt) readArguments(call validator.ToolCall) []validator.Finding {
 	if len(a.argReaders) == 0 || call.Arguments == "" {
 		return nil
 	}
-	segs, text := argText(call.Arguments, a.argSegs, a.argBuf)
+	segs, text := argText(toolcalls.Of(call).Values, a.argSegs, a.argBuf)
 	a.argSegs, a.argBuf = segs, text
 	if len(segs) == 0 {
 		return nil

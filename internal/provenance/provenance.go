@@ -462,3 +462,47 @@ func (ix *Index) Lower(i int) string {
 	}
 	return s.lower
 }
+
+// Locate returns where the folded form of s stands in source src's folded
+// text, from byte from on, and its folded length; pos is -1 when the
+// source does not hold it. Callers mark stretches of a source (a
+// system-prompt canary) to judge the runs Trace reports against.
+func (ix *Index) Locate(src, from int, s string) (pos, n int) {
+	if src < 0 || src >= len(ix.Sources) {
+		return -1, 0
+	}
+	ix.tmp = Fold(ix.tmp[:0], s)
+	f := ix.Sources[src].folded
+	if len(ix.tmp) == 0 || from < 0 || from > len(f) {
+		return -1, len(ix.tmp)
+	}
+	i := bytes.Index(f[from:], ix.tmp)
+	if i < 0 {
+		return -1, len(ix.tmp)
+	}
+	return from + i, len(ix.tmp)
+}
+
+// NamedFold is Named after folding: the kinds of source whose folded text
+// holds the folded s ("GB29 NWBK 6016 1331 9268 19" and
+// "gb29nwbk60161331926819" name each other), and the first result or
+// declaration that does, or -1. A folded s shorter than Gram names
+// nothing.
+func (ix *Index) NamedFold(s string) (Mask, int) {
+	ix.tmp = Fold(ix.tmp[:0], s)
+	if len(ix.tmp) < Gram {
+		return 0, -1
+	}
+	var m Mask
+	first := -1
+	for i := range ix.Sources {
+		src := &ix.Sources[i]
+		if bytes.Contains(src.folded, ix.tmp) {
+			m |= 1 << src.Kind
+			if first < 0 && (src.Kind == Result || src.Kind == FlaggedResult || src.Kind == Declaration) {
+				first = i
+			}
+		}
+	}
+	return m, first
+}

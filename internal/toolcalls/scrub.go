@@ -25,7 +25,8 @@ func Scrub(msg, args string) string {
 	if len(args) > maxScrubbed {
 		args = args[:maxScrubbed]
 	}
-	for _, v := range Values(args) {
+	read := Read(args)
+	for _, v := range read.Values {
 		if len(v.Text) == 0 || len(v.Text) > maxScrubbed {
 			continue
 		}
@@ -38,8 +39,8 @@ func Scrub(msg, args string) string {
 	// The stretches are looked for in the values (the keys are the
 	// schema's words), or in the raw text when it is not JSON.
 	var hay []string
-	if Valid(args) {
-		for _, v := range Values(args) {
+	if read.Valid {
+		for _, v := range read.Values {
 			if len(v.Text) >= scrubRun {
 				hay = append(hay, v.Text)
 			}

@@ -7,42 +7,47 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // Value is one string value inside a call's arguments, decoded from its
 // JSON escapes, with the JSON pointer-like path to it ("body",
 // "attachments/0/name"; "" for arguments that are a bare string).
-type Value struct {
-	Path string
-	Text string
-}
+type Value = validator.ArgValue
 
 // MaxDepth bounds the nesting Values walks into.
 const MaxDepth = 64
 
 // Values returns the string values of a call's arguments in document
-// order. Arguments that stop being JSON part-way (cut off, or broken)
-// yield the values read before the break: a leak in the first fields of a
-// call cut off mid-JSON is still a leak. Object keys are not values. It
-// reads the text in one pass without a tokenizer's allocations (the fuzz
-// test holds it to one built on encoding/json's). The result is shared:
-// callers must not modify it.
-func Values(args string) []Value { return parse(args).vals }
+// order (Read). A check that judges a call reads Of(call) instead, which
+// the pipeline read once for every check.
+func Values(args string) []Value { return Read(args).Values }
 
 // Valid reports whether the arguments are one JSON value and nothing
-// else, as encoding/json.Valid does; it costs nothing when Values read
-// the same arguments just before (the fuzz test holds the two together).
-func Valid(args string) bool { return parse(args).valid }
+// else, as encoding/json.Valid does (Read; the fuzz test holds the two
+// together).
+func Valid(args string) bool { return Read(args).Valid }
 
-func parse(args string) *valuesMemo {
-	// Several checks read the same call one after another (the tool
-	// policy, the text checks); the last answer is kept for the next.
-	if m := lastValues.Load(); m != nil && m.args == args {
-		return m
+// Of returns what call's arguments hold: call.Read when it was read from
+// the same arguments, else a new reading.
+func Of(call validator.ToolCall) *validator.ReadArgs {
+	if r := call.Read; r != nil && r.Arguments == call.Arguments {
+		return r
 	}
+	return Read(call.Arguments)
+}
+
+// Read reads a call's arguments once: their string values in document
+// order and whether they are one JSON value. Arguments that stop being
+// JSON part-way (cut off, or broken) yield the values read before the
+// break: a leak in the first fields of a call cut off mid-JSON is still
+// a leak. Object keys are not values. It reads the text in one pass
+// without a tokenizer's allocations (the fuzz test holds it to one built
+// on encoding/json's). The values must not be modified.
+func Read(args string) *validator.ReadArgs {
 	p := valueParser{s: args}
 	n, whole := 0, false
 	for {
@@ -57,19 +62,8 @@ func parse(args string) *valuesMemo {
 		n++
 	}
 	p.out = p.out[:len(p.out):len(p.out)] // an append by a caller copies
-	m := &valuesMemo{args: args, vals: p.out, valid: whole}
-	lastValues.Store(m)
-	return m
+	return &validator.ReadArgs{Arguments: args, Values: p.out, Valid: whole}
 }
-
-// valuesMemo is Values' last answer.
-type valuesMemo struct {
-	args  string
-	vals  []Value
-	valid bool
-}
-
-var lastValues atomic.Pointer[valuesMemo]
 
 type valueParser struct {
 	s   string

@@ -2,6 +2,7 @@ package toolcalls
 
 import (
 	"encoding/json"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,10 +13,10 @@ func TestValues(t *testing.T) {
 		name, args string
 		want       []Value
 	}{
-		{"flat", `{"to":"a@b.example","n":3,"body":"hi \"you\""}`, []Value{{"to", "a@b.example"}, {"body", `hi "you"`}}},
-		{"nested", `{"a":{"b":["x",{"c":"y"}]},"d/e":"z"}`, []Value{{"a/b/0", "x"}, {"a/b/1/c", "y"}, {"d~1e", "z"}}},
-		{"bare string", `"hello"`, []Value{{"", "hello"}}},
-		{"cut off", `{"a":"one","b":"tw`, []Value{{"a", "one"}}},
+		{"flat", `{"to":"a@b.example","n":3,"body":"hi \"you\""}`, []Value{{Path: "to", Text: "a@b.example"}, {Path: "body", Text: `hi "you"`}}},
+		{"nested", `{"a":{"b":["x",{"c":"y"}]},"d/e":"z"}`, []Value{{Path: "a/b/0", Text: "x"}, {Path: "a/b/1/c", Text: "y"}, {Path: "d~1e", Text: "z"}}},
+		{"bare string", `"hello"`, []Value{{Path: "", Text: "hello"}}},
+		{"cut off", `{"a":"one","b":"tw`, []Value{{Path: "a", Text: "one"}}},
 		{"not json", `to=a@b`, nil},
 		{"deep", strings.Repeat("[", 100) + `"x"` + strings.Repeat("]", 100), nil},
 	}
@@ -92,4 +93,22 @@ func FuzzValuesReference(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOf: a call read once carries its reading to every check; a reading
+// of other arguments (the call was changed after it) is not used.
+func TestOf(t *testing.T) {
+	args := `{"to":"a@b.example"}`
+	r := Read(args)
+	call := validator.ToolCall{Name: "send", Arguments: args, Read: r}
+	if Of(call) != r {
+		t.Fatal("the call's reading was not used")
+	}
+	call.Arguments = `{"to":"c@d.example"}`
+	if got := Of(call); got == r || len(got.Values) != 1 || got.Values[0].Text != "c@d.example" || !got.Valid {
+		t.Fatalf("stale reading: %+v", got)
+	}
+	if got := Of(validator.ToolCall{Arguments: `{"a":"x"`}); got.Valid || len(got.Values) != 1 {
+		t.Fatalf("unread call: %+v", got)
+	}
 }

@@ -23,6 +23,9 @@ type Stream struct {
 	sse   *sse.Reader
 	lines *sse.LineReader
 	done  bool
+	// ended: the stream read its last event (or the end of an NDJSON
+	// body), not an error.
+	ended bool
 	// final, when set, names the events that end an SSE stream that has
 	// no "[DONE]" marker (Anthropic's Messages, OpenAI's Responses).
 	final func(name string, data []byte) bool
@@ -82,7 +85,7 @@ func (s *Stream) Next() ([]byte, error) {
 	if s.lines != nil {
 		l, err := s.lines.Next()
 		if err == io.EOF {
-			s.done = true
+			s.done, s.ended = true, true
 		}
 		return l, err
 	}
@@ -99,7 +102,7 @@ func (s *Stream) Next() ([]byte, error) {
 	if s.final != nil {
 		s.last = ev.Name
 		if s.final(ev.Name, ev.Data) {
-			s.done = true // the payload is returned; the next call ends
+			s.done, s.ended = true, true // the payload is returned; the next call ends
 		}
 	}
 	if ev.Name == "error" {
@@ -110,10 +113,27 @@ func (s *Stream) Next() ([]byte, error) {
 		return nil, fmt.Errorf("upstream sent an error event: %q", data)
 	}
 	if ev.Done() {
-		s.done = true
+		s.done, s.ended = true, true
 		return nil, io.EOF
 	}
 	return ev.Data, nil
+}
+
+// Ended reports whether the stream read its last event ("[DONE]", the
+// final event of a named-event stream, the end of an NDJSON body) rather
+// than stopping at an error.
+func (s *Stream) Ended() bool { return s.ended }
+
+// Drain reads and discards what the body holds after the stream's last
+// event, at most limit bytes, and reports whether it reached the body's
+// end. Go's HTTP client puts a connection back in its pool only when the
+// body was read to its end: a stream closed right after "[DONE]", before
+// the end of its chunked body, costs the next request a new connection
+// (a few hundred microseconds of its time to first token). Drain blocks
+// until the server ends the body: bound it with the request's context.
+func (s *Stream) Drain(limit int64) bool {
+	n, err := io.Copy(io.Discard, io.LimitReader(s.body, limit+1))
+	return err == nil && n <= limit
 }
 
 // Close closes the body and gives the framing buffers back; no payload

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -272,5 +273,86 @@ func TestClientReadsInLargePieces(t *testing.T) {
 	}
 	if tr.ReadBufferSize < 16<<10 {
 		t.Errorf("ReadBufferSize %d, want at least 16 KiB", tr.ReadBufferSize)
+	}
+}
+
+// TestStreamEndedAndDrain: a stream is Ended only at its last event, not
+// at an error, and Drain reads what follows it to the body's end within
+// its limit.
+func TestStreamEndedAndDrain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		s       *Stream
+		ended   bool
+		limit   int64
+		reached bool
+	}{
+		{"done marker", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\n"))), true, 10, true},
+		{"bytes after done", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\n" + strings.Repeat("x", 1<<20)))), true, 10, false},
+		{"bytes within the limit", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\ndata: [DONE]\n\nxx"))), true, 10, true},
+		{"final event", NewEventStream(io.NopCloser(strings.NewReader("event: a\ndata: {}\n\nevent: stop\ndata: {}\n\n")), func(name string, _ []byte) bool { return name == "stop" }), true, 10, true},
+		{"truncated", NewSSEStream(io.NopCloser(strings.NewReader("data: {}\n\n"))), false, 10, true},
+		{"ndjson", NewNDJSONStream(io.NopCloser(strings.NewReader("{\"done\":true}\n"))), true, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for {
+				if _, err := tc.s.Next(); err != nil {
+					break
+				}
+			}
+			if got := tc.s.Ended(); got != tc.ended {
+				t.Fatalf("Ended() = %v, want %v", got, tc.ended)
+			}
+			if got := tc.s.Drain(tc.limit); got != tc.reached {
+				t.Fatalf("Drain(%d) = %v, want %v", tc.limit, got, tc.reached)
+			}
+			tc.s.Close()
+		})
+	}
+}
+
+// FuzzParseWork: llama-server's /slots and Ollama's /api/ps answers, as
+// bad as they come, parse or fail with an error, never a panic.
+func FuzzParseWork(f *testing.F) {
+	for _, s := range []string{
+		`[{"id":0,"is_processing":true,"id_task":7,"n_prompt_tokens":9000,"n_prompt_tokens_processed":2048}]`,
+		`[{"id":0,"is_processing":false}]`, `[]`, `[{"busy":true}]`, `{"slots":"busy"`, `null`, `[null]`,
+		`{"models":[{"name":"stories:latest","model":"stories:latest"}]}`, `{"models":[]}`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if slots, err := ParseSlots(b); err == nil && slots == nil && len(b) > 0 && string(b) != "null" {
+			t.Fatalf("%q: no slots and no error", b)
+		}
+		ParseLoaded(b)
+	})
+}
+
+// TestParseSlots: the fields a slot must have, and what is read of it.
+func TestParseSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, err string
+		want          []Slot
+	}{
+		{"busy", `[{"id":0,"is_processing":true,"id_task":7,"n_prompt_tokens":9000,"n_prompt_tokens_processed":2048,"params":{}}]`, "", []Slot{{ID: 0, Processing: true, Task: 7, PromptTokens: 9000, PromptDone: 2048}}},
+		{"idle", `[{"id":1,"is_processing":false}]`, "", []Slot{{ID: 1}}},
+		{"not an array", `{"id":0}`, "want a JSON array of slots", nil},
+		{"no id", `[{"is_processing":true}]`, `slot 0 has no "id"`, nil},
+		{"wrong type", `[{"id":"zero","is_processing":true}]`, "slot 0", nil},
+		{"null slot", `[null]`, `slot 0 has no "id"`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSlots([]byte(tc.in))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -59,6 +59,16 @@ type ProgressWatcher interface {
 	Progress(at time.Time, output bool)
 }
 
+// Carrier is implemented by checks that judge the upstream's timing (the
+// stall watchdog). A retry that continues text an earlier attempt already
+// released feeds that text to its fresh checks again, so that the text
+// checks see the whole answer; Carry(n) says the next n bytes written are
+// such carried text, not output the upstream just sent, so the wait for
+// the new attempt's first token is still a wait for a first token.
+type Carrier interface {
+	Carry(n int)
+}
+
 // ToolCall is one function call the model made, with its arguments as the
 // raw JSON text the model produced.
 type ToolCall struct {
@@ -66,6 +76,26 @@ type ToolCall struct {
 	ID        string `json:"id,omitempty"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Read, when set, is what one reading of Arguments found
+	// (toolcalls.Read): the checks that judge the call use it rather than
+	// reading the arguments again. It is not part of the call's JSON.
+	Read *ReadArgs `json:"-"`
+}
+
+// ArgValue is one string value inside a call's arguments, decoded from
+// its JSON escapes, with the JSON pointer-like path to it ("body",
+// "attachments/0/name"; "" for arguments that are a bare string).
+type ArgValue struct {
+	Path string
+	Text string
+}
+
+// ReadArgs is what one reading of a call's arguments found: their string
+// values in document order, and whether they are one JSON value.
+type ReadArgs struct {
+	Arguments string
+	Values    []ArgValue
+	Valid     bool
 }
 
 // ToolCallChecker is implemented by validators that judge tool calls. The

@@ -1,8 +1,10 @@
 package classifier
 
 import (
+	"slices"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/aegis-sentinel/aegis/internal/guard/textnorm"
 )
@@ -44,6 +46,7 @@ type features struct {
 	nWords int // number of words
 	runes  []rune
 	wpos   []int32 // word index of each alnum rune
+	norm   []byte  // the normalised text
 }
 
 var featPool = sync.Pool{New: func() any { return new(features) }}
@@ -67,8 +70,18 @@ func mix(h uint64) uint64 {
 // tokens, were measured too and left out: leave-sources-out recall fell
 // on the system-prompt-extraction fold, whose negatives include code.)
 func (f *features) extract(s string, bits uint8, opt featOpts) {
+	f.extractBytes([]byte(s), bits, opt)
+}
+
+// extractBytes is extract on the bytes of the normalised text.
+func (f *features) extractBytes(s []byte, bits uint8, opt featOpts) {
 	mask := uint32(1)<<bits - 1
-	f.idx, f.pos, f.runes, f.wpos = f.idx[:0], f.pos[:0], f.runes[:0], f.wpos[:0]
+	// At most one word per two bytes, four word features per word, one
+	// rune per byte and three character n-grams per rune: size the
+	// buffers once rather than growing them feature by feature.
+	need := 4*(len(s)+1)/2 + 3*len(s)
+	f.idx, f.pos = slices.Grow(f.idx[:0], need), slices.Grow(f.pos[:0], need)
+	f.runes, f.wpos = slices.Grow(f.runes[:0], len(s)), slices.Grow(f.wpos[:0], len(s))
 	word := -1
 	var h, prev, prev2 uint64
 	inWord, atStart, wordAtStart := false, true, false
@@ -94,8 +107,18 @@ func (f *features) extract(s string, bits uint8, opt featOpts) {
 		prev, prev2 = wh, prev
 		inWord = false
 	}
-	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+	for i := 0; i < len(s); {
+		r, alnum := rune(s[i]), false
+		if r < utf8.RuneSelf {
+			alnum = asciiAlnum[r]
+			i++
+		} else {
+			var n int
+			r, n = utf8.DecodeRune(s[i:])
+			alnum = unicode.IsLetter(r) || unicode.IsDigit(r)
+			i += n
+		}
+		if alnum {
 			if !inWord {
 				word++
 				inWord = true
@@ -116,23 +139,57 @@ func (f *features) extract(s string, bits uint8, opt featOpts) {
 	flush()
 	f.nWord = len(f.idx)
 	f.nWords = word + 1
-	rs := f.runes
+	f.charGrams(mask)
+}
+
+// fnvPrime is the 64-bit FNV-1a prime the n-gram hashes use.
+const fnvPrime = 1099511628211
+
+// charGrams appends the character n-grams of f.runes (sizes charNs, in
+// that order), each hashed FNV-1a style from nsChar+n.
+func (f *features) charGrams(mask uint32) {
+	rs, wp := f.runes, f.wpos
 	for _, n := range charNs {
+		seed := uint64(nsChar) + uint64(n)
 		for j := n - 1; j < len(rs); j++ {
-			g := uint64(nsChar) + uint64(n)
-			for k := j - n + 1; k <= j; k++ {
-				g = (g ^ uint64(rs[k])) * 1099511628211
+			g := seed
+			switch n { // unrolled for the sizes in use
+			case 4:
+				g = (g ^ uint64(rs[j-3])) * fnvPrime
+				g = (g ^ uint64(rs[j-2])) * fnvPrime
+				g = (g ^ uint64(rs[j-1])) * fnvPrime
+				g = (g ^ uint64(rs[j])) * fnvPrime
+			case 5:
+				g = (g ^ uint64(rs[j-4])) * fnvPrime
+				g = (g ^ uint64(rs[j-3])) * fnvPrime
+				g = (g ^ uint64(rs[j-2])) * fnvPrime
+				g = (g ^ uint64(rs[j-1])) * fnvPrime
+				g = (g ^ uint64(rs[j])) * fnvPrime
+			default:
+				for k := j - n + 1; k <= j; k++ {
+					g = (g ^ uint64(rs[k])) * fnvPrime
+				}
 			}
 			f.idx = append(f.idx, uint32(mix(g))&mask)
-			f.pos = append(f.pos, f.wpos[j])
+			f.pos = append(f.pos, wp[j])
 		}
 	}
 }
+
+// asciiAlnum marks the ASCII letters and digits (unicode.IsLetter or
+// IsDigit below U+0080).
+var asciiAlnum = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()
 
 // textFeatures normalises text and extracts its features into a pooled
 // value that the caller returns with featPool.Put.
 func textFeatures(text string, bits uint8, opt featOpts) *features {
 	f := featPool.Get().(*features)
-	f.extract(textnorm.Normalize(text), bits, opt)
+	f.norm = textnorm.AppendNormalize(f.norm[:0], text)
+	f.extractBytes(f.norm, bits, opt)
 	return f
 }

@@ -391,22 +391,3 @@ func (m *Model) WindowScores(text, head string, each func(raw float32)) {
 		}
 	}
 }
-
-func (m *Model) windowScores(text string, h *Head, depth int, each func(float32)) {
-	f := textFeatures(text, m.Bits, m.Meta.featOpts())
-	sums := sumPool.Get().(*[]float32)
-	if f.nWords > 0 {
-		if m.Window <= 0 || f.nWords <= m.Window {
-			each(h.rawWhole(f))
-		} else {
-			h.windows(f, m.Window, m.Stride, sums, each)
-		}
-	}
-	sumPool.Put(sums)
-	featPool.Put(f)
-	if depth < maxDepth {
-		for _, p := range textnorm.Payloads(text) {
-			m.windowScores(p, h, depth+1, each)
-		}
-	}
-}

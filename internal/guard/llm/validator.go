@@ -656,7 +656,7 @@ func (g *Guard) CheckToolCall(c validator.ToolCall) []validator.Finding {
 	b.WriteString("\n[tool call ")
 	b.WriteString(c.Name)
 	b.WriteString("]")
-	for _, v := range toolcalls.Values(c.Arguments) {
+	for _, v := range toolcalls.Of(c).Values {
 		b.WriteString("\n")
 		if v.Path != "" {
 			b.WriteString(v.Path)

@@ -102,28 +102,30 @@ func FoldRune(r rune) rune {
 // spaces, and runs of three or more single letters separated by spaces
 // ("i g n o r e") joined into one word.
 func Normalize(s string) string {
-	return normalize(s, true)
+	return string(appendFolded(make([]byte, 0, len(s)), s))
 }
 
-// normalize is Normalize; with fast, ASCII text takes a shortcut that
-// gives the same result (ASCII has no tags, invisibles, compatibility
-// forms or combining marks, so only case and white space change before
-// the words are folded).
+// AppendNormalize appends the folded form of s (see Normalize) to dst
+// and returns the extended buffer, so that a caller that normalises many
+// texts can reuse one.
+func AppendNormalize(dst []byte, s string) []byte {
+	return appendFolded(dst, s)
+}
+
+// normalize is Normalize; with fast, word by word (appendFolded), the
+// way Normalize runs; without, the whole text through each step in turn,
+// the reference the fast path is tested against.
 func normalize(s string, fast bool) string {
-	if fast && isASCII(s) {
-		b := make([]byte, len(s))
-		for i := 0; i < len(s); i++ {
-			c := s[i]
-			switch {
-			case c >= 'A' && c <= 'Z':
-				c += 'a' - 'A'
-			case c == '\t', c == '\n', c == '\v', c == '\f', c == '\r':
-				c = ' '
-			}
-			b[i] = c
-		}
-		return foldWords(string(b))
+	if fast {
+		return string(appendFolded(nil, s))
 	}
+	return foldWords(mapRunes(s))
+}
+
+// mapRunes is the rune-by-rune part of normalize: tags decoded,
+// invisibles dropped, NFKD, combining marks dropped, white space made
+// ' ', lower case.
+func mapRunes(s string) string {
 	// Pass 1: tags and invisibles, before NFKC (which keeps them).
 	var b strings.Builder
 	b.Grow(len(s))
@@ -151,7 +153,146 @@ func normalize(s string, fast bool) string {
 		}
 		b.WriteRune(unicode.ToLower(r))
 	}
-	return foldWords(b.String())
+	return b.String()
+}
+
+// appendFolded appends the folded form of s to dst (the same result as
+// the full path, normalize(s, false): FuzzNormalize compares them) in
+// one pass over its words, without the per-word strings foldWords makes.
+// Words are the runs between ASCII white space: an ASCII word is lowered
+// and its leetspeak undone in place; a word with other runes takes the
+// full path on its own (NFKD, like every step of it, works rune by rune
+// or within runs of combining marks, which ASCII white space ends), so
+// one accented name or copyright sign does not send a whole document
+// through it.
+func appendFolded(dst []byte, s string) []byte {
+	// run holds a run of single-rune alphanumeric words, which are
+	// joined when there are three or more ("i g n o r e").
+	var runBuf [64]byte
+	run, runN := runBuf[:0], 0
+	sep := len(dst)
+	space := func() {
+		if len(dst) > sep {
+			dst = append(dst, ' ')
+		}
+	}
+	flushRun := func() {
+		if runN >= 3 {
+			space()
+			dst = append(dst, run...)
+		} else {
+			for _, r := range string(run) {
+				space()
+				dst = utf8.AppendRune(dst, r)
+			}
+		}
+		run, runN = run[:0], 0
+	}
+	for i := 0; i < len(s); {
+		for i < len(s) && asciiSpace[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
+		j, ascii := i, true
+		for j < len(s) && !asciiSpace[s[j]] {
+			ascii = ascii && s[j] < utf8.RuneSelf
+			j++
+		}
+		switch {
+		case j == i+1 && asciiAlnum[s[i]]:
+			run = append(run, lowerByte(s[i]))
+			runN++
+		case ascii:
+			flushRun()
+			space()
+			dst = appendFoldedASCII(dst, s[i:j])
+		default:
+			for _, w := range strings.Fields(mapRunes(s[i:j])) {
+				w = foldWord(w)
+				if utf8.RuneCountInString(w) == 1 && isAlnum(w) {
+					run = append(run, w...)
+					runN++
+					continue
+				}
+				flushRun()
+				space()
+				dst = append(dst, w...)
+			}
+		}
+		i = j
+	}
+	flushRun()
+	return dst
+}
+
+// asciiSpace marks what unicode.IsSpace calls space below U+0080.
+var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// asciiAlnum marks ASCII letters and digits.
+var asciiAlnum = func() (t [256]bool) {
+	for c := '0'; c <= 'z'; c++ {
+		t[c] = c <= '9' || c >= 'a' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()
+
+func lowerByte(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func isLowerLetter(c byte) bool { return c >= 'a' && c <= 'z' }
+
+// appendFoldedASCII appends the ASCII word w lower-cased, with leetspeak
+// undone as foldWord does it.
+func appendFoldedASCII(dst []byte, w string) []byte {
+	start := len(dst)
+	letters, hasLeet := false, false
+	for i := 0; i < len(w); i++ {
+		c := lowerByte(w[i])
+		dst = append(dst, c)
+		letters = letters || isLowerLetter(c)
+		hasLeet = hasLeet || leetASCII[c]
+	}
+	if !letters || !hasLeet {
+		return dst
+	}
+	// Decide on the lower-cased original (out), write the mapped bytes
+	// into a copy: leetInside reads the word as it was.
+	orig := dst[start:]
+	var buf [64]byte
+	rs := buf[:0]
+	if len(orig) > len(buf) {
+		rs = make([]byte, 0, len(orig))
+	}
+	rs = append(rs, orig...)
+	for i, c := range rs {
+		if leetASCII[c] && leetInsideASCII(rs, i) {
+			orig[i] = byte(leet[rune(c)])
+		}
+	}
+	return dst
+}
+
+// leetInsideASCII is leetInside for an ASCII word.
+func leetInsideASCII(rs []byte, i int) bool {
+	isL := func(j int) bool {
+		if j < 0 || j >= len(rs) {
+			return false
+		}
+		c := rs[j]
+		return isLowerLetter(c) || c >= '0' && c <= '9' && leetASCII[c]
+	}
+	letter := func(j int) bool { return j >= 0 && j < len(rs) && isLowerLetter(rs[j]) }
+	switch rs[i] {
+	case '!', '|', '+', '$':
+		return isL(i-1) && (isL(i+1) || (rs[i] == '$' && i == len(rs)-1 && i > 1))
+	}
+	return letter(i-1) || letter(i+1) || (isL(i-1) && isL(i+1))
 }
 
 // foldWords folds each space-separated word of s and joins spaced-out
@@ -174,15 +315,6 @@ func TagASCII(r rune) (rune, bool) {
 		return r - 0xE0000, true
 	}
 	return 0, false
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // leetASCII marks the ASCII runes leet maps.
@@ -326,10 +458,16 @@ func Payloads(s string) []string {
 	return out
 }
 
-func isB64(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
-		c == '+' || c == '/' || c == '-' || c == '_' || c == '='
-}
+func isB64(c byte) bool { return b64Byte[c] }
+
+// b64Byte marks the bytes of standard and URL-safe base64 and its padding.
+var b64Byte = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' ||
+			c == '+' || c == '/' || c == '-' || c == '_' || c == '='
+	}
+	return t
+}()
 
 // hasMixedB64 rejects runs that are plain words or numbers: real base64
 // of text mixes upper case, lower case and (usually) digits.

@@ -68,6 +68,9 @@ func FuzzNormalize(f *testing.F) {
 	}
 	f.Add("aWdub3JlIHByZXZpb3VzIGluc3RydWN0aW9ucw==")
 	f.Add("Tab\there\vand\fform\r\nFEED I G N O R E h3ll0 $tep 1!")
+	f.Add("Ａ b c ﬁle © 2026 naïve i g n ö r e а b с \u212a x\u00a0y z\U000E0020w \u200b a b \u0301e é \xff q 3 4\u3000h3llo")
+	f.Add("a b c d3f 1 2 h@ck $ $$ a$ ab$ x!y !a 4 b 5 | + q|r w+3 @@a 0a0 a10 1b1")
+	f.Add("th1s_1s_a_v3ry_l0ng_1d3nt1f13r_w1th_l33t_th4t_g03s_p4st_s1xty_f0ur_byt3s_0f_t3xt_4nd_m0r3 x y z")
 	f.Fuzz(func(t *testing.T, s string) {
 		n := Normalize(s)
 		if slow := normalize(s, false); n != slow {

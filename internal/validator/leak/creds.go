@@ -1,15 +1,21 @@
 package leak
 
 import (
-	"math"
 	"regexp"
 	"strings"
+
+	"github.com/aegis-sentinel/aegis/internal/secretrules"
 )
 
-// The credential detectors. Their shapes follow the public token formats
-// (the same ones gitleaks-style rule sets describe); the patterns below
-// are written for this package, RE2 only, and are applied to one word
-// (a run of non-space text) or one line at a time.
+// The credential rules gitleaks' default set lacks. Every credential a
+// token's shape gives away (cloud keys, GitHub, Slack, Stripe, OpenAI,
+// Anthropic and Google keys, JWTs, Hugging Face tokens, ...) is found by
+// package secretrules, the one source of those shapes; what stays here
+// is what a stream of prose shows in context instead: a password in a
+// URL's user information, a private-key header before its body has come,
+// an AWS secret access key after the word "aws", and a quoted value
+// assigned to a password-like name. The patterns are RE2, applied to one
+// word (a run of non-space text) or one line at a time.
 
 // wordRule recognises a credential that is a single word.
 type wordRule struct {
@@ -20,16 +26,6 @@ type wordRule struct {
 }
 
 var wordRules = []wordRule{
-	{"AWS access key ID", "A", regexp.MustCompile(`\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b`), 2.5},
-	{"GitHub token", "gh", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,255})\b`), 3.0},
-	{"GitHub fine-grained token", "github_pat_", regexp.MustCompile(`\b(github_pat_[A-Za-z0-9_]{60,255})\b`), 3.0},
-	{"Slack token", "xox", regexp.MustCompile(`\b(xox[abposr]-[A-Za-z0-9-]{10,250})\b`), 3.0},
-	{"Stripe live key", "_live_", regexp.MustCompile(`\b((?:sk|rk)_live_[A-Za-z0-9]{20,247})\b`), 3.0},
-	{"OpenAI-style API key", "sk-", regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])(sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,200})`), 3.5},
-	{"Anthropic API key", "sk-ant-", regexp.MustCompile(`(sk-ant-[A-Za-z0-9_-]{30,200})`), 3.5},
-	{"Google API key", "AIza", regexp.MustCompile(`\b(AIza[0-9A-Za-z_-]{35})\b`), 3.0},
-	{"JSON Web Token", "eyJ", regexp.MustCompile(`\b(eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})`), 3.5},
-	{"Hugging Face token", "hf_", regexp.MustCompile(`\b(hf_[A-Za-z0-9]{34,40})\b`), 3.0},
 	{"password in a URL", "://", regexp.MustCompile(`[a-z][a-z0-9+.-]*://[^/\s:@]{1,64}:([^/\s@]{6,128})@[^\s/]+`), 2.5},
 }
 
@@ -79,26 +75,6 @@ func placeholder(s string) bool {
 	return false
 }
 
-// entropy returns the Shannon entropy of s in bits per byte.
-func entropy(s string) float64 {
-	if s == "" {
-		return 0
-	}
-	var counts [256]int
-	for i := 0; i < len(s); i++ {
-		counts[s[i]]++
-	}
-	n := float64(len(s))
-	h := 0.0
-	for _, c := range counts {
-		if c > 0 {
-			p := float64(c) / n
-			h -= p * math.Log2(p)
-		}
-	}
-	return h
-}
-
 // credMatch is a credential found in a word or line: its byte range in
 // that text and its kind.
 type credMatch struct {
@@ -115,7 +91,7 @@ func scanWord(w string, out []credMatch) []credMatch {
 		}
 		for _, m := range r.re.FindAllStringSubmatchIndex(w, -1) {
 			v := w[m[2]:m[3]]
-			if placeholder(v) || entropy(v) < r.entropy {
+			if placeholder(v) || secretrules.Entropy(v) < r.entropy {
 				continue
 			}
 			out = append(out, credMatch{m[2], m[3], r.name})
@@ -135,7 +111,7 @@ func scanLine(line string, begin, aws, assign bool, out []credMatch) []credMatch
 		r := &lineRules[i]
 		for _, m := range r.re.FindAllStringSubmatchIndex(line, -1) {
 			v := line[m[2]:m[3]]
-			if r.minLen > 0 && (placeholder(v) || entropy(v) < r.entropy || len(v) < r.minLen) {
+			if r.minLen > 0 && (placeholder(v) || secretrules.Entropy(v) < r.entropy || len(v) < r.minLen) {
 				continue
 			}
 			out = append(out, credMatch{m[2], m[3], r.name})

@@ -15,21 +15,19 @@
 //     "API key = X", "the code word is X" — and any credential-shaped
 //     string in it must not appear in the output (ASCII case-insensitive,
 //     whole word at letter/digit edges), plus the policy's extra secrets.
-//   - Credentials (secret_leak): AWS access key IDs and secret keys (in
-//     context), GitHub, Slack, Stripe live, OpenAI-style, Anthropic,
-//     Google, Hugging Face tokens, JWTs, private key blocks, passwords in
-//     URLs and high-entropy password/secret/token assignments. The token
-//     shapes follow the public formats that gitleaks-style rule sets
-//     describe; the RE2 patterns here are our own. False positives on
-//     placeholders are kept low by a placeholder list (AKIAIOSFODNN7EXAMPLE,
-//     xxxx, <YOUR_KEY>, your-api-key-here, ****, sk-...) and a minimum
-//     Shannon entropy per kind.
-//   - gitleaks' default rules (secret_leak, internal/secretrules): some
-//     two hundred credential formats (Stripe, Slack, SendGrid, Anthropic,
-//     npm, cloud and CI tokens...), with gitleaks' keyword prefilter,
-//     entropy minimums and allow-lists of documented example keys, judged
-//     as each word ends; with them on, the word in progress is held until
-//     it ends.
+//   - gitleaks' default rules (secret_leak, internal/secretrules, the one
+//     source of credential shapes): some two hundred formats (AWS, GitHub,
+//     Slack, Stripe, OpenAI, Anthropic, Google, SendGrid, npm, Hugging
+//     Face, JWTs, cloud and CI tokens...), with gitleaks' keyword
+//     prefilter, entropy minimums and allow-lists of documented example
+//     keys, judged as each word ends; with them on, the word in progress
+//     is held until it ends.
+//   - Credentials in context (secret_leak, creds.go): what gitleaks'
+//     default set lacks and prose shows: a password in a URL, a private
+//     key header before its body has come, an AWS secret access key after
+//     the word "aws", and high-entropy quoted password/secret/token
+//     assignments, with a placeholder list (xxxx, <YOUR_KEY>,
+//     your-api-key-here, ****) and entropy minimums.
 //   - System-prompt canaries (secret_leak, canary.go): every token of the
 //     system prompt that looks like a secret by its own shape, whatever
 //     words introduce it, watched for verbatim and in normalised and
@@ -42,10 +40,11 @@
 // The output is read one byte at a time and split into words (runs
 // without white space, quotes, brackets or separators, none of which a
 // credential shape contains) and lines, so findings do not depend on chunk boundaries.
-// Settled holds back only what could still turn out to be a leak: of the
-// word being read, only from the first byte where a credential shape could
-// still begin ("sk-", "AKIA", "eyJ", "-----BEGIN", ...; an ordinary word
-// flows letter by letter, see prefix.go), the rest of a
+// Settled holds back only what could still turn out to be a leak: with
+// gitleaks' rules on, the word being read; with them off, only from the
+// first byte where a context credential could still begin ("-----BEGIN",
+// a URL's password; an ordinary word flows letter by letter, see
+// prefix.go), the rest of a
 // line after "-----BEGIN", a run of key characters soon after a word
 // "aws", a quoted value after ':' or '=' until its closing quote (an
 // assignment value, judged as soon as it closes), a partial match of a marked secret, and a
@@ -60,6 +59,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aegis-sentinel/aegis/internal/mdimage"
 	"github.com/aegis-sentinel/aegis/internal/secretrules"
 	"github.com/aegis-sentinel/aegis/internal/validator"
 )
@@ -81,7 +81,9 @@ type Config struct {
 	MinLeakFraction float64 `yaml:"min_leak_fraction" json:"min_leak_fraction"`
 	// MarkedSecrets enables matching the secrets the system prompt marks.
 	MarkedSecrets bool `yaml:"marked_secrets" json:"marked_secrets"`
-	// Credentials enables the credential detectors.
+	// Credentials enables the context credential rules gitleaks lacks
+	// (creds.go: a URL's password, a private-key header, an AWS secret
+	// after "aws", quoted password assignments).
 	Credentials bool `yaml:"credentials" json:"credentials"`
 	// Rules enables gitleaks' default credential rules (internal/secretrules).
 	Rules bool `yaml:"rules" json:"rules"`
@@ -130,11 +132,12 @@ func Register(r *validator.Registry) {
 covering min_leak_tokens words (or min_leak_fraction of a short prompt).
 Marked secrets: values the system prompt labels secret (<secret>..</secret>,
 "password: X", "the code word is X", credential-shaped strings) and the
-policy's secrets must not appear. Credentials: cloud keys, tokens, JWTs,
-private key blocks, high-entropy password assignments, with placeholder
-and entropy filters. rules: gitleaks' default rule set (about 200 credential
-formats, keyword prefilter, entropy minimums, allow-lists of documented example
-keys). canaries: every system-prompt token that looks like a secret by its shape
+policy's secrets must not appear. rules: gitleaks' default rule set (about 200
+credential formats: cloud keys, tokens, JWTs...; keyword prefilter, entropy
+minimums, allow-lists of documented example keys). credentials: what those rules
+lack and prose shows: passwords in URLs, private key headers, AWS secret keys
+after "aws", high-entropy password assignments, with placeholder and entropy
+filters. canaries: every system-prompt token that looks like a secret by its shape
 (letters mixed with digits or symbols, high entropy, quoted; not an ordinary fact
 such as a phone number, address, date, version or hex identifier, and not a word
 of the user's) must not appear verbatim, with changed case or separators, or hex-
@@ -206,10 +209,7 @@ type Detector struct {
 	// gitleaks' rules over the stream (secretrules.Stream).
 	rules *secretrules.Stream
 
-	img      imageState
-	imgAlt   int
-	imgStart int
-	imgBuf   []byte
+	img mdimage.Scanner
 }
 
 // buffers are a closed detector's word and line, kept for the next one:
@@ -345,8 +345,8 @@ func (d *Detector) Close() {
 	if d.lits != nil {
 		d.lits.flush(d.reportLiteral)
 	}
-	if d.img == imgURL {
-		d.endImage()
+	if img, ok := d.img.End(); ok {
+		d.judgeImage(img)
 	}
 	d.endWord()
 	d.endLine()

@@ -9,9 +9,8 @@ import (
 //
 // A credential found in a word is reported from the start of its value (the
 // rule's group 1), and that start can only be a position where one of the
-// shapes below can begin: an 'A' that opens "AKIA"/"AIza" after a word
-// boundary, "sk-", "gh", "xox", "eyJ", "hf_", "-----BEGIN", the first byte
-// after "user:" in a URL, and so on. While a word streams, every position
+// shapes below can begin: "-----BEGIN" or the first byte after "user:" in
+// a URL. While a word streams, every position
 // from which what has come so far can no longer grow into such a shape is
 // cleared for good (the shapes are prefix-closed: text that is not the
 // beginning of a match never becomes one), so the word is held only from
@@ -46,21 +45,8 @@ func run(class func(byte) bool, lo, hi int) segment {
 	return segment{class: class, min: lo, max: hi}
 }
 
-func asciiWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
-
-func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-
-func alnumUnder(c byte) bool     { return alnum(c) || c == '_' }
-func alnumDash(c byte) bool      { return alnum(c) || c == '-' }
-func alnumUnderDash(c byte) bool { return alnum(c) || c == '_' || c == '-' }
-func awsKeyByte(c byte) bool     { return c >= 'A' && c <= 'Z' || c >= '2' && c <= '7' }
-func urlPassByte(c byte) bool    { return c != '/' && c != '@' && !isSpaceByte(c) }
-func urlHostByte(c byte) bool    { return c != '/' && !isSpaceByte(c) }
-
-// atWordBoundary is RE2's \b before word[i] when word[i] is a word byte.
-func atWordBoundary(word []byte, i int) bool { return i == 0 || !asciiWordByte(word[i-1]) }
+func urlPassByte(c byte) bool { return c != '/' && c != '@' && !isSpaceByte(c) }
+func urlHostByte(c byte) bool { return c != '/' && !isSpaceByte(c) }
 
 func anywhere([]byte, int) bool { return true }
 
@@ -70,21 +56,11 @@ func afterURLUser(word []byte, i int) bool {
 	return i >= 2 && word[i-1] == ':' && bytes.Contains(word[:i-1], []byte("://"))
 }
 
-// credShapes mirror the groups the word rules report (secrets.go) and the
-// private-key header, whose line rule reports from its first dash.
+// credShapes mirror the group the word rule reports (creds.go: a
+// password in a URL) and the private-key header, whose line rule reports
+// from its first dash. The token shapes gitleaks' rules know are held by
+// their own stream (secretrules.Stream.Held).
 var credShapes = []credShape{
-	{"A", atWordBoundary, []segment{lits("AKIA", "ASIA", "ABIA", "ACCA"), run(awsKeyByte, 16, 16)}},
-	{"g", atWordBoundary, []segment{lits("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), run(alnum, 36, 255)}},
-	{"g", atWordBoundary, []segment{lits("github_pat_"), run(alnumUnder, 60, 255)}},
-	{"x", atWordBoundary, []segment{lits("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"), run(alnumDash, 10, 250)}},
-	{"sr", atWordBoundary, []segment{lits("sk_live_", "rk_live_"), run(alnum, 20, 247)}},
-	{"s", func(w []byte, i int) bool { return i == 0 || !alnumUnderDash(w[i-1]) },
-		[]segment{lits("sk-"), lits("proj-", "svcacct-", "admin-", ""), run(alnumUnderDash, 20, 200)}},
-	{"s", anywhere, []segment{lits("sk-ant-"), run(alnumUnderDash, 30, 200)}},
-	{"A", atWordBoundary, []segment{lits("AIza"), run(alnumUnderDash, 35, 35)}},
-	{"e", atWordBoundary, []segment{lits("eyJ"), run(alnumUnderDash, 10, -1), lits(".eyJ"), run(alnumUnderDash, 10, -1),
-		lits("."), run(alnumUnderDash, 10, -1)}},
-	{"h", atWordBoundary, []segment{lits("hf_"), run(alnum, 34, 40)}},
 	{"", afterURLUser, []segment{run(urlPassByte, 6, 128), lits("@"), run(urlHostByte, 1, -1)}},
 	{"-", anywhere, []segment{lits("-----BEGIN")}},
 }

@@ -10,7 +10,8 @@ import (
 )
 
 // wordRulesOnly is the default configuration without gitleaks' rules,
-// which hold the whole word in progress (TestRulesHoldOneWord).
+// which hold the whole word in progress (TestRulesHoldOneWord): only the
+// context rules gitleaks lacks (creds.go) hold.
 func wordRulesOnly() *Config {
 	c := DefaultConfig()
 	c.Rules = false
@@ -46,23 +47,13 @@ func TestWordHold(t *testing.T) {
 		steps []string // feed, then the held tail after it, in pairs
 	}{
 		{"ordinary words flow", []string{"\"", "", "H", "", "e", "", "re", "", ", said", "", " the", "", " dog.", ""}},
-		{"a word like a key prefix waits until it is not", []string{"The ", "", "s", "s", "k", "sk", "y", ""}},
-		{"A may begin AKIA or AIza", []string{"A", "A", "n", "", " A", "A", " ", ""}},
-		{"an AWS key is held whole", []string{"key A", "A", "KIA", "AKIA", "2E3ZQF7B2LMC4XRW", "AKIA2E3ZQF7B2LMC4XRW"}},
-		{"held after letters that cannot begin one", []string{"xyzAK", "", "IA2E3ZQF7B2LMC4XRW", ""}}, // no \b before AKIA: not a key
-		{"boundary inside the word", []string{"id=AK", "AK", "IA", "AKIA"}},
-		{"openai key after a word", []string{"(use sk-", "sk-", "proj-ab", "sk-proj-ab"}},
-		{"anthropic key inside a word", []string{"xsk-a", "sk-a", "nt-", "sk-ant-"}},
-		{"eye is not a JWT", []string{"ey", "ey", "e", ""}},
-		{"a JWT waits", []string{"eyJ", "eyJ", "hbGciOiJIUzI1NiJ9.eyJ", "eyJhbGciOiJIUzI1NiJ9.eyJ"}},
-		{"ghost is not a GitHub token", []string{"gh", "gh", "ost", ""}},
-		{"hf_ waits, hfx goes", []string{"hf", "hf", "_", "hf_", " hfx", ""}},
 		{"url password from the colon after the user", []string{"https://bob:", "", "s3cr", "s3cr", "et!x", "s3cret!x", "@db", "s3cret!x@db"}},
 		{"url without a password", []string{"https://example.org/a", ""}},
 		{"url with a short password is not a credential", []string{"http://u:ab@", "", "d", ""}},
 		{"dashes may begin a private key header", []string{"---", "---", "--", "-----", "B", "-----B", "EGIN", "-----BEGIN"}},
 		{"a markdown rule is not a header", []string{"------", "-----", "\n", ""}},
-		{"aws letters flow, a run that may be the key waits", []string{"aw", "", "s", "s", "_secret", "secret", " = ", ""}},
+		{"aws letters flow, a run that may be the key waits", []string{"aw", "", "s", "", "_secret", "secret", " = ", ""}},
+		{"token shapes are gitleaks' to hold", []string{"key AKIA", "", " sk-a", "", " eyJ", "", " ghp_", "", " hf_", ""}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -110,6 +110,7 @@ type Watchdog struct {
 	lastWork     time.Time // the upstream's last sign of work before output
 	sawOutput    bool      // some text has arrived (and been ticked)
 	pending      bool      // text written since the last Tick
+	carry        int       // bytes still to be written that an earlier attempt sent
 	written      int
 	closed       bool
 	findings     []validator.Finding
@@ -119,7 +120,17 @@ var (
 	_ validator.Validator       = (*Watchdog)(nil)
 	_ validator.Ticker          = (*Watchdog)(nil)
 	_ validator.ProgressWatcher = (*Watchdog)(nil)
+	_ validator.Carrier         = (*Watchdog)(nil)
 )
+
+// Carry says the next n bytes written were sent by an earlier attempt
+// (a retry's checks read the released text again): they are no sign of
+// life from the upstream, so the attempt still waits for its first token.
+func (w *Watchdog) Carry(n int) {
+	if n > 0 {
+		w.carry += n
+	}
+}
 
 // Progress records the upstream's progress at at: a piece of output
 // (output) restarts the gap as text does and ends the wait for a first
@@ -166,8 +177,14 @@ func (w *Watchdog) Name() string { return Name }
 
 // Write records that text arrived; its time is that of the next Tick.
 func (w *Watchdog) Write(p []byte) (int, error) {
-	if len(p) > 0 {
-		w.written += len(p)
+	w.written += len(p)
+	n := len(p)
+	if w.carry > 0 {
+		c := min(w.carry, n)
+		w.carry -= c
+		n -= c
+	}
+	if n > 0 {
 		w.pending = true
 	}
 	return len(p), nil

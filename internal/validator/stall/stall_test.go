@@ -45,24 +45,31 @@ func TestWatchdogTable(t *testing.T) {
 		start    time.Time
 		steps    []step
 		wantKind string // "" = pass
+		carry    int    // Carry before the schedule: a retry's released text
 	}{
-		{"steady stream", def, time.Time{}, []step{{0, "", false}, {s(1), "Hello", false}, {s(5), " world", false}, {s(14), ".", false}}, ""},
-		{"first token just in time", def, time.Time{}, []step{{0, "", false}, {s(29), "Hi", false}}, ""},
-		{"no first token", def, time.Time{}, []step{{0, "", false}, {s(30), "", false}}, "ttft"},
-		{"first token late, timer tick fires first", def, time.Time{}, []step{{0, "", false}, {s(31), "", false}, {0, "late", false}}, "ttft"},
-		{"gap exceeded", def, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {s(15), "", false}}, "gap"},
-		{"gap just under", def, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {s(14), "", false}, {time.Millisecond * 999, "b", false}}, ""},
-		{"gap resets on each chunk", def, time.Time{}, []step{{0, "", false}, {s(10), "a", false}, {s(10), "b", false}, {s(10), "c", false}, {s(10), "d", false}}, ""},
-		{"total exceeded while streaming", Config{Total: Duration(s(20)), Gap: Duration(s(15))}, time.Time{}, []step{{0, "", false}, {s(5), "a", false}, {s(10), "b", false}, {s(5), "c", false}}, "total"},
-		{"ttft off waits forever", Config{}, time.Time{}, []step{{0, "", false}, {time.Hour, "", false}}, ""},
-		{"explicit start", def, t0.Add(-s(40)), []step{{0, "", false}}, "ttft"},
-		{"write before first tick counts at the first tick", def, time.Time{}, []step{{0, "x", true}, {s(2), "", false}, {s(14), "", false}}, ""},
-		{"write without tick then long silence", def, time.Time{}, []step{{0, "", false}, {s(1), "x", true}, {s(16), "", false}, {s(16), "", false}}, "gap"},
-		{"gap off, ttft on", Config{TTFT: Duration(s(5))}, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {time.Hour, "", false}}, ""},
+		{"steady stream", def, time.Time{}, []step{{0, "", false}, {s(1), "Hello", false}, {s(5), " world", false}, {s(14), ".", false}}, "", 0},
+		{"first token just in time", def, time.Time{}, []step{{0, "", false}, {s(29), "Hi", false}}, "", 0},
+		{"no first token", def, time.Time{}, []step{{0, "", false}, {s(30), "", false}}, "ttft", 0},
+		{"first token late, timer tick fires first", def, time.Time{}, []step{{0, "", false}, {s(31), "", false}, {0, "late", false}}, "ttft", 0},
+		{"gap exceeded", def, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {s(15), "", false}}, "gap", 0},
+		{"gap just under", def, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {s(14), "", false}, {time.Millisecond * 999, "b", false}}, "", 0},
+		{"gap resets on each chunk", def, time.Time{}, []step{{0, "", false}, {s(10), "a", false}, {s(10), "b", false}, {s(10), "c", false}, {s(10), "d", false}}, "", 0},
+		{"total exceeded while streaming", Config{Total: Duration(s(20)), Gap: Duration(s(15))}, time.Time{}, []step{{0, "", false}, {s(5), "a", false}, {s(10), "b", false}, {s(5), "c", false}}, "total", 0},
+		{"ttft off waits forever", Config{}, time.Time{}, []step{{0, "", false}, {time.Hour, "", false}}, "", 0},
+		{"explicit start", def, t0.Add(-s(40)), []step{{0, "", false}}, "ttft", 0},
+		{"write before first tick counts at the first tick", def, time.Time{}, []step{{0, "x", true}, {s(2), "", false}, {s(14), "", false}}, "", 0},
+		{"write without tick then long silence", def, time.Time{}, []step{{0, "", false}, {s(1), "x", true}, {s(16), "", false}, {s(16), "", false}}, "gap", 0},
+		{"gap off, ttft on", Config{TTFT: Duration(s(5))}, time.Time{}, []step{{0, "", false}, {s(1), "a", false}, {time.Hour, "", false}}, "", 0},
+		{"carried text is no first token", def, time.Time{}, []step{{0, "Hello", false}, {s(20), "", false}, {s(9), " world", false}}, "", 5},
+		{"carried text, then a prefill too long", def, time.Time{}, []step{{0, "Hello", false}, {s(30), "", false}}, "ttft", 5},
+		{"carried text, then output, then a gap", def, time.Time{}, []step{{0, "ab", false}, {s(20), "c", false}, {s(15), "", false}}, "gap", 2},
+		{"a write longer than the carry is output", def, time.Time{}, []step{{0, "abc", false}, {s(15), "", false}}, "gap", 2},
+		{"carry spread over writes", def, time.Time{}, []step{{0, "ab", false}, {0, "cd", false}, {s(25), "", false}}, "", 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			w := New(c.cfg, Options{Start: c.start})
+			w.Carry(c.carry)
 			runSchedule(w, c.steps)
 			fs := w.Findings()
 			if c.wantKind == "" {

@@ -64,7 +64,8 @@ var destWords = map[string]bool{
 	"to": true, "recipient": true, "recipients": true, "cc": true, "bcc": true, "email": true, "emails": true,
 	"url": true, "uri": true, "endpoint": true, "webhook": true, "iban": true, "account": true,
 	"destination": true, "dest": true, "phone": true, "receiver": true, "payee": true, "host": true,
-	"link": true, "participants": true, "target": true, "number": true,
+	"link": true, "participants": true, "target": true, "number": true, "wallet": true, "beneficiary": true,
+	"creditor": true,
 }
 
 // isDestParam: a parameter named like a destination ("to", "user_email",
@@ -75,14 +76,17 @@ func isDestParam(name string) bool {
 	if len(ws) == 0 {
 		return false
 	}
+	if ws[0] == "from" || ws[0] == "source" || ws[0] == "sender" || ws[0] == "src" {
+		return false // where it comes from: the user's own account
+	}
 	last := ws[len(ws)-1]
 	switch last {
-	case "number", "target", "address":
+	case "number", "target", "address", "id", "value", "handle":
 		if len(ws) < 2 {
 			return false
 		}
 		prev := ws[len(ws)-2]
-		return destWords[prev] || prev == "mail" || prev == "wallet" || prev == "ip"
+		return destWords[prev] || prev == "mail" || prev == "wallet" || prev == "ip" || prev == "creditor" || prev == "beneficiary"
 	}
 	return destWords[last]
 }
@@ -99,7 +103,7 @@ func isEgress(name string, t *validator.Tool) bool {
 	reads := len(ws) > 0 && readWords[ws[0]]
 	if !reads {
 		for _, w := range ws {
-			if sendWords[w] {
+			if sendWords[w] || payWords[w] {
 				return true
 			}
 		}
@@ -151,9 +155,9 @@ type destination struct {
 // destinations returns what an egress call sends to: in each value under a
 // destination-like parameter, the e-mail addresses, URL hosts and IBANs, or
 // the whole value when it holds none of those.
-func destinations(args string) []destination {
+func destinations(vals []toolcalls.Value) []destination {
 	var out []destination
-	for _, v := range toolcalls.Values(args) {
+	for _, v := range vals {
 		if !destPath(v.Path) {
 			continue
 		}
@@ -222,14 +226,23 @@ func inURL(text string, at int) bool {
 }
 
 // destPath: the value's parameter (the last path segment that is not an
-// array index) is named like a destination.
+// array index) is named like a destination, read with the segment above
+// it when it alone says too little ("wallet/address", "to/number",
+// "recipient/id").
 func destPath(path string) bool {
 	segs := strings.Split(path, "/")
+	last := -1
 	for i := len(segs) - 1; i >= 0; i-- {
 		if segs[i] == "" || isIndex(segs[i]) {
 			continue
 		}
-		return isDestParam(segs[i])
+		if last >= 0 {
+			return isDestParam(segs[i] + "_" + segs[last])
+		}
+		if isDestParam(segs[i]) {
+			return true
+		}
+		last = i
 	}
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/provenance"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
+	"github.com/aegis-sentinel/aegis/internal/validator/leak"
 )
 
 // The flow rule: private data (the system prompt, what tools returned)
@@ -45,7 +46,15 @@ type flowState struct {
 	heardUser bool
 	sent      []sentRun
 	traces    []provenance.Trace
+	// canaries are, per system-prompt source, the folded stretches of its
+	// secret-looking tokens (leak.Canaries): what of the system prompt is
+	// private however short the copy. The rest of it (opening hours, an
+	// address, a phone number) is private only in long copies.
+	canaries map[int][]span
 }
+
+// span is a stretch [pos, end) of a source's folded text.
+type span struct{ pos, end int }
 
 // replyRE finds a user asking to answer an e-mail or a message.
 var replyRE = regexp.MustCompile(`(?i)\b(?:reply|replies|replying|answer|respond|write back|get back to)\b`)
@@ -86,6 +95,7 @@ func (v *Validator) index() *provenance.Index {
 			Text: t.Name + "\n" + t.Description + "\n" + string(t.Parameters)})
 	}
 	v.flow.ix = provenance.New(srcs)
+	v.flow.canaries = canarySpans(v.flow.ix, user.String())
 	v.flow.replyAsked = replyRE.MatchString(user.String())
 	v.flow.heardUser = user.Len() > 0
 	for _, m := range v.req.Messages {
@@ -96,6 +106,55 @@ func (v *Validator) index() *provenance.Index {
 		}
 	}
 	return v.flow.ix
+}
+
+// canarySpans marks, in each system-prompt source, where its canaries
+// stand (every occurrence, up to 64 a source).
+func canarySpans(ix *provenance.Index, user string) map[int][]span {
+	var out map[int][]span
+	for i, s := range ix.Sources {
+		if s.Kind != provenance.System {
+			continue
+		}
+		for _, c := range leak.Canaries(s.Text, user) {
+			if strings.HasPrefix(c, "\x00") {
+				continue // an encoded form: provenance decodes copies itself
+			}
+			for from := 0; len(out[i]) < 64; {
+				pos, n := ix.Locate(i, from, c)
+				if pos < 0 || n < provenance.Gram {
+					break
+				}
+				if out == nil {
+					out = map[int][]span{}
+				}
+				out[i] = append(out[i], span{pos, pos + n})
+				from = pos + n
+			}
+		}
+	}
+	return out
+}
+
+// private reports whether the folded stretch [lo, hi) of source src,
+// copied into a call, is private data that matters: a long copy of any
+// private source, a system-prompt canary (most of it, or all of a short
+// one), or a stretch of a tool result that mixes letters and digits as
+// keys and account data do.
+func (v *Validator) private(ix *provenance.Index, src, lo, hi int) bool {
+	n := hi - lo
+	if n >= longRun {
+		return true
+	}
+	if ix.Sources[src].Kind != provenance.System {
+		return n >= keyRun && ix.Secretlike(src, lo, n)
+	}
+	for _, c := range v.flow.canaries[src] {
+		if over := min(hi, c.end) - max(lo, c.pos); over > 0 && over >= min(c.end-c.pos, keyRun) {
+			return true
+		}
+	}
+	return false
 }
 
 // origin is what the flow rule makes of a destination.
@@ -144,6 +203,17 @@ func (v *Validator) judge(d destination) origin {
 	}
 	for _, n := range names(d) {
 		if note(ix.Named(n)) {
+			return origin{trusted: true}
+		}
+	}
+	if !d.host && strings.IndexByte(d.value, '@') < 0 {
+		// An account, an IBAN, a wallet or a phone number: named however
+		// it is spaced or dashed, and a phone number by its last nine
+		// digits (the country code or trunk zero written or not).
+		if note(ix.NamedFold(d.value)) {
+			return origin{trusted: true}
+		}
+		if tail, ok := phoneTail(d.value); ok && note(ix.NamedFold(tail)) {
 			return origin{trusted: true}
 		}
 	}
@@ -204,10 +274,10 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	kind := v.kind(call.Name)
 	var ds []destination
 	if kind.egress {
-		ds = destinations(call.Arguments)
+		ds = destinations(toolcalls.Of(call).Values)
 	}
 	if kind.shell {
-		ds = append(ds, shellDestinations(call.Arguments)...)
+		ds = append(ds, shellDestinations(toolcalls.Of(call).Values)...)
 	}
 	if len(ds) == 0 {
 		return nil
@@ -231,7 +301,7 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	total := 0
 	var vals []toolcalls.Value
 	var texts []string
-	for _, val := range toolcalls.Values(call.Arguments) {
+	for _, val := range toolcalls.Of(call).Values {
 		if !v.isReference(val, ds) {
 			vals, texts = append(vals, val), append(texts, val.Text)
 		}
@@ -264,6 +334,11 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	case best.n > 0:
 		f.Reason = validator.ReasonDataExfiltration
 		f.Message = "call to " + quote(call.Name) + ": " + describeCarried(ix, best, total) + " to " + dest
+	case from.kind != provenance.Nowhere && isPayment(call):
+		// Money goes where a tool result or a declaration said, flagged
+		// as injected or not: a payment's recipient is the user's to give.
+		f.Reason = validator.ReasonDataExfiltration
+		f.Message = "call to " + quote(call.Name) + " pays " + dest + "; a payment's recipient must come from the user or the system prompt"
 	case from.kind == provenance.Nowhere && kind.egress && !isRead(call) && v.flow.heardUser:
 		// A send to a destination the model made up: whatever it
 		// carries, nobody asked for it to go there.
@@ -286,6 +361,65 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 	return []validator.Finding{f}
 }
 
+// payWords are tool-name words of calls that move money.
+var payWords = map[string]bool{
+	"pay": true, "payment": true, "payments": true, "payout": true, "payouts": true, "wire": true, "remit": true,
+	"tip": true, "donate": true, "donation": true, "sepa": true, "refund": true, "crypto": true, "btc": true,
+	"eth": true, "money": true, "funds": true, "transaction": true, "transactions": true, "venmo": true,
+	"paypal": true, "zelle": true, "iban": true,
+}
+
+// isPayment reports whether a call moves money: a tool named for it
+// (make_payment, wire_funds, transfer_money, create_payout) or an amount
+// among its arguments.
+func isPayment(call validator.ToolCall) bool {
+	for _, w := range nameTokens(call.Name) {
+		if payWords[w] {
+			return true
+		}
+	}
+	for _, val := range toolcalls.Values(call.Arguments) {
+		for _, w := range nameTokens(lastSegment(val.Path)) {
+			if w == "amount" || w == "sats" || w == "satoshis" || w == "lamports" || w == "wei" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastSegment is a value path's last segment that is not an array index.
+func lastSegment(path string) string {
+	segs := strings.Split(path, "/")
+	for i := len(segs) - 1; i >= 0; i-- {
+		if segs[i] != "" && !isIndex(segs[i]) {
+			return segs[i]
+		}
+	}
+	return ""
+}
+
+// phoneTail returns the last nine digits of a value written as a phone
+// number (digits, spaces, '+', '-', '.', parentheses; nine to fifteen
+// digits).
+func phoneTail(s string) (string, bool) {
+	digits := make([]byte, 0, 16)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isDigit(c):
+			digits = append(digits, c)
+		case c == ' ' || c == '+' || c == '-' || c == '.' || c == '(' || c == ')':
+		default:
+			return "", false
+		}
+	}
+	if len(digits) < 9 || len(digits) > 15 {
+		return "", false
+	}
+	return string(digits[len(digits)-9:]), true
+}
+
 // readNames are tool-name words of calls that fetch rather than send.
 var readNames = map[string]bool{
 	"get": true, "read": true, "fetch": true, "browse": true, "download": true, "webpage": true, "open": true,
@@ -297,7 +431,7 @@ var readNames = map[string]bool{
 // (fetch_url, get_webpage, browse) and for nothing that sends. A read
 // carries out only what its URL holds, which the flow rule traces.
 func isRead(call validator.ToolCall) bool {
-	for _, val := range toolcalls.Values(call.Arguments) {
+	for _, val := range toolcalls.Of(call).Values {
 		if strings.EqualFold(val.Path, "method") {
 			m := strings.ToUpper(strings.TrimSpace(val.Text))
 			return m == "GET" || m == "HEAD"
@@ -375,8 +509,7 @@ func (v *Validator) carries(ix *provenance.Index, val toolcalls.Value, t *proven
 				}
 			}
 		}
-		n := hi - lo
-		if n >= longRun || n >= keyRun && ix.Secretlike(r.Src, lo, n) {
+		if v.private(ix, r.Src, lo, hi) {
 			sig = append(sig, sentRun{r.Src, r.Pos, r.Pos + r.Len})
 			if len(sig) == 1 || r.Via != provenance.Plain {
 				via = r.Via
@@ -472,9 +605,9 @@ var hostRE = regexp.MustCompile(`(?i)^(?:[a-z0-9_-]+\.)+[a-z]{2,}$`)
 // shellDestinations returns the hosts a command contacts: every URL's,
 // and the host arguments of network commands (dig, nslookup, curl, ssh,
 // ...), where a DNS lookup of a made-up subdomain carries data out.
-func shellDestinations(args string) []destination {
+func shellDestinations(vals []toolcalls.Value) []destination {
 	var out []destination
-	for _, val := range commandText(args) {
+	for _, val := range commandText(vals) {
 		text := val.Text
 		for _, m := range findAll(urlRE, text, strings.Contains(text, "://")) {
 			if h := urlHost(text[m[0]:m[1]]); h != "" {

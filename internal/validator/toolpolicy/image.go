@@ -1,9 +1,9 @@
 package toolpolicy
 
 import (
-	"bytes"
 	"strconv"
 
+	"github.com/aegis-sentinel/aegis/internal/mdimage"
 	"github.com/aegis-sentinel/aegis/internal/provenance"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -12,103 +12,35 @@ import (
 // A markdown image in the answer (![alt](URL)) is fetched by the client
 // that renders it: its URL is a destination like a tool call's, and what
 // the URL carries leaves with the fetch. The flow rule follows the image
-// syntax byte by byte through the answer, holds the answer from the '!'
-// until the URL ends, and judges the URL as it judges a call's.
+// syntax through the answer (package mdimage), holds the answer from the
+// '!' until the URL ends, and judges the URL as it judges a call's.
 
-const (
-	maxImageURL = 2048
-	maxImageAlt = 256
-)
-
-type imageState uint8
-
-const (
-	imgNone  imageState = iota
-	imgBang             // read "!"
-	imgAlt              // inside "[...]"
-	imgClose            // read "]"
-	imgURL              // inside "(...)"
-)
-
-// image is the answer's markdown image in progress.
+// image is the answer's markdown image in progress and the findings of
+// those judged.
 type image struct {
-	state    imageState
-	start    int // offset of the '!'
-	urlStart int
-	alt      int
-	buf      []byte
-	finds    []validator.Finding
+	scan  mdimage.Scanner
+	finds []validator.Finding
 }
 
 // images follows the image syntax through p, whose first byte is at
-// offset at. Outside an image only a '!' can begin one.
+// offset at, and judges each URL that ends there.
 func (v *Validator) images(p []byte, at int) {
-	im := &v.img
-	for i := 0; i < len(p); i++ {
-		if im.state == imgNone {
-			j := bytes.IndexByte(p[i:], '!')
-			if j < 0 {
-				return
-			}
-			i += j
+	for len(p) > 0 {
+		n, img, ok := v.img.scan.Scan(p, at)
+		if ok {
+			v.endImage(img)
 		}
-		v.imageByte(p[i], at+i)
-	}
-}
-
-func (v *Validator) imageByte(c byte, at int) {
-	im := &v.img
-	switch im.state {
-	case imgNone:
-		if c == '!' {
-			im.state, im.start = imgBang, at
-		}
-	case imgBang:
-		switch c {
-		case '[':
-			im.state, im.alt = imgAlt, 0
-		case '!':
-			im.start = at
-		default:
-			im.state = imgNone
-		}
-	case imgAlt:
-		im.alt++
-		switch {
-		case c == ']':
-			im.state = imgClose
-		case c == '\n' || im.alt > maxImageAlt:
-			im.state = imgNone
-		}
-	case imgClose:
-		if c == '(' {
-			im.state, im.urlStart, im.buf = imgURL, at+1, im.buf[:0]
-			return
-		}
-		im.state = imgNone
-		if c == '!' {
-			im.state, im.start = imgBang, at
-		}
-	case imgURL:
-		if c == ')' || c == ' ' || c == '\n' || c == '\t' || c == '\r' {
-			v.endImage()
-			return
-		}
-		im.buf = append(im.buf, c)
-		if len(im.buf) >= maxImageURL {
-			v.endImage()
-		}
+		p, at = p[n:], at+n
 	}
 }
 
 // endImage judges the URL of the image that just ended.
-func (v *Validator) endImage() {
+func (v *Validator) endImage(img mdimage.Image) {
 	im := &v.img
-	im.state = imgNone
 	if !v.cfg.Egress.Enabled {
 		return
 	}
-	u := string(im.buf)
+	u := string(img.URL)
 	host := urlHost(u)
 	if host == "" {
 		return
@@ -129,7 +61,7 @@ func (v *Validator) endImage() {
 	if c.n == 0 {
 		return
 	}
-	f := validator.Finding{Check: Name, Reason: validator.ReasonDataExfiltration, Start: im.urlStart, End: im.urlStart + len(u),
+	f := validator.Finding{Check: Name, Reason: validator.ReasonDataExfiltration, Start: img.Start, End: img.End,
 		Message: "a markdown image in the answer carries " + strconv.Itoa(c.n) + " bytes of " + describeSource(ix, c.src)}
 	if c.via != provenance.Plain {
 		f.Message += " (" + c.via.String() + ")"

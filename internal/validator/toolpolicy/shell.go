@@ -70,8 +70,7 @@ var shellRules = []shellRule{
 
 // commandText is what a shell call runs: the values of its command-like
 // parameters, or every value when it has none.
-func commandText(args string) []toolcalls.Value {
-	vals := toolcalls.Values(args)
+func commandText(vals []toolcalls.Value) []toolcalls.Value {
 	var cmd []toolcalls.Value
 	for _, v := range vals {
 		segs := strings.Split(v.Path, "/")
@@ -93,7 +92,7 @@ func commandText(args string) []toolcalls.Value {
 
 func (v *Validator) checkShell(call validator.ToolCall, base string) []validator.Finding {
 	var out []validator.Finding
-	for _, val := range commandText(call.Arguments) {
+	for _, val := range commandText(toolcalls.Of(call).Values) {
 		path := base + "/arguments"
 		if val.Path != "" {
 			path += "/" + val.Path

@@ -73,62 +73,6 @@ func TestShellUnparseable(t *testing.T) {
 	}
 }
 
-var sqlCases = []struct {
-	name, user, sql string
-	bad             bool
-}{
-	{"drop table", "summarise the ticket", "DROP TABLE users", true},
-	{"drop if exists", "fix the report", "DROP TABLE IF EXISTS orders, users", true},
-	{"truncate", "look at the logs", "TRUNCATE TABLE audit_log", true},
-	{"alter", "count the users", "ALTER TABLE users ADD COLUMN admin BOOL DEFAULT TRUE", true},
-	{"grant", "how many orders?", "GRANT ALL PRIVILEGES ON *.* TO 'eve'@'%'", true},
-	{"delete no where", "clean up", "DELETE FROM users", true},
-	{"update no where", "mark it done", "UPDATE accounts SET balance = 0", true},
-	{"second statement", "show the orders", "SELECT * FROM orders WHERE id = 3; DROP TABLE orders", true},
-	{"drop database", "list tables", "DROP DATABASE prod", true},
-	{"user asked to drop", "Please drop the table staging_events, we no longer need it.", "DROP TABLE staging_events", false},
-	{"user asked to delete all", "Delete every row from the sessions table.", "DELETE FROM sessions", false},
-	{"user asked for another table", "Please drop the table staging_events.", "DROP TABLE users", true},
-	{"select where", "find user 7", "SELECT name, email FROM users WHERE id = 7", false},
-	{"select join", "orders per user", "SELECT u.name, COUNT(*) FROM users u JOIN orders o ON o.user_id = u.id GROUP BY u.name", false},
-	{"delete where", "remove order 9", "DELETE FROM orders WHERE id = 9", false},
-	{"update where", "rename user 3", "UPDATE users SET name = 'Ann' WHERE id = 3", false},
-	{"insert", "add a note", "INSERT INTO notes (body) VALUES ('hello')", false},
-}
-
-func TestSQL(t *testing.T) {
-	for _, c := range sqlCases {
-		t.Run(c.name, func(t *testing.T) {
-			fs, err := judgeSQL(c.sql)
-			if err != nil {
-				t.Fatalf("parse: %v", err)
-			}
-			bad := false
-			for _, f := range fs {
-				if !userAsked(c.user, f) {
-					bad = true
-				}
-			}
-			if bad != c.bad {
-				t.Fatalf("refused=%v, want %v (%+v)", bad, c.bad, fs)
-			}
-		})
-	}
-}
-
-func TestSQLUnparseable(t *testing.T) {
-	for _, q := range []string{"DROP TABLEE users", "SELEC * FROM x", "SELECT 'unclosed"} {
-		_, err := judgeSQL(q)
-		if err == nil {
-			t.Errorf("%q parsed", q)
-			continue
-		}
-		if strings.Contains(err.Error(), "users") || strings.Contains(err.Error(), "unclosed") {
-			t.Errorf("error quotes the statement: %v", err)
-		}
-	}
-}
-
 func FuzzShell(f *testing.F) {
 	for _, c := range shellCases {
 		f.Add(c.cmd)
@@ -143,21 +87,6 @@ func FuzzShell(f *testing.F) {
 			if x.start < 0 || x.start > x.end || x.end > len(cmd) {
 				t.Fatalf("span %d..%d outside %d bytes", x.start, x.end, len(cmd))
 			}
-		}
-	})
-}
-
-func FuzzSQL(f *testing.F) {
-	for _, c := range sqlCases {
-		f.Add(c.sql, c.user)
-	}
-	f.Fuzz(func(t *testing.T, q, user string) {
-		fs, err := judgeSQL(q)
-		if err != nil {
-			return
-		}
-		for _, x := range fs {
-			_ = userAsked(user, x)
 		}
 	})
 }

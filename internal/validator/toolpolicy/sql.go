@@ -20,8 +20,9 @@ import (
 // build of libpg_query; the CockroachDB-derived PostgreSQL parsers drag in
 // CockroachDB's error and decimal packages. TiDB's adds zap and a few small
 // pingcap packages. It reads the statements both dialects share (DROP,
-// TRUNCATE, ALTER, GRANT, DELETE, UPDATE, SELECT); PostgreSQL-only syntax it
-// cannot read is reported as unparseable, not guessed at.
+// TRUNCATE, ALTER, GRANT, DELETE, UPDATE, SELECT); what it cannot read
+// (PostgreSQL's own syntax, other dialects) is classified by the
+// tokeniser of sqlscan.go.
 
 // sqlParams are parameter names that hold a SQL statement.
 var sqlParams = map[string]bool{"sql": true, "query": true, "statement": true, "stmt": true, "sql_query": true}
@@ -50,9 +51,9 @@ func isSQL(name string, t *validator.Tool) bool {
 }
 
 // sqlText is the statement values of a call.
-func sqlText(args string) []toolcalls.Value {
+func sqlText(vals []toolcalls.Value) []toolcalls.Value {
 	var out []toolcalls.Value
-	for _, v := range toolcalls.Values(args) {
+	for _, v := range vals {
 		segs := strings.Split(v.Path, "/")
 		if sqlParams[strings.ToLower(segs[len(segs)-1])] {
 			out = append(out, v)
@@ -82,20 +83,31 @@ func (t *tableNames) Enter(n ast.Node) (ast.Node, bool) {
 
 func (t *tableNames) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
-// judgeSQL parses one statement text and returns the dangerous operations
-// in it, or an error saying why it could not be read.
-func judgeSQL(text string) (out []sqlFinding, err error) {
-	if len(text) > maxSQL {
-		return nil, fmt.Errorf("statement longer than %d bytes", maxSQL)
+// judgeSQL returns the dangerous operations in one statement text: read
+// by TiDB's parser where it can, by the tokeniser (sqlscan.go) where it
+// cannot. Text that is not SQL at all holds no operation; it is never
+// reported as malformed, since the database, not this check, decides
+// what it accepts.
+func judgeSQL(text string) []sqlFinding {
+	if len(text) <= maxSQL {
+		if out, ok := parseSQL(text); ok {
+			return out
+		}
 	}
+	return scanSQL(text)
+}
+
+// parseSQL reads a statement text with TiDB's parser; ok is false when
+// the parser cannot read it.
+func parseSQL(text string) (out []sqlFinding, ok bool) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("the SQL parser failed on this statement")
+			out, ok = nil, false
 		}
 	}()
 	stmts, _, err := parser.New().Parse(text, "", "")
 	if err != nil {
-		return nil, fmt.Errorf("not SQL this parser reads (%s)", firstLine(err.Error()))
+		return nil, false
 	}
 	for _, s := range stmts {
 		op := ""
@@ -129,20 +141,7 @@ func judgeSQL(text string) (out []sqlFinding, err error) {
 		}
 		out = append(out, sqlFinding{op: op, tables: tn.names})
 	}
-	return out, nil
-}
-
-// firstLine keeps a parser message short and free of the statement: the
-// parser's message quotes the text near the error, so only its position
-// is kept.
-func firstLine(msg string) string {
-	if i := strings.Index(msg, " near "); i >= 0 {
-		msg = msg[:i]
-	}
-	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		msg = msg[:i]
-	}
-	return msg
+	return out, true
 }
 
 // userAsked reports whether the user's messages name the operation and
@@ -185,19 +184,12 @@ func isWordRune(c byte) bool {
 func (v *Validator) checkSQL(call validator.ToolCall, base string) []validator.Finding {
 	var out []validator.Finding
 	user := v.userText()
-	for _, val := range sqlText(call.Arguments) {
+	for _, val := range sqlText(toolcalls.Of(call).Values) {
 		path := base + "/arguments"
 		if val.Path != "" {
 			path += "/" + val.Path
 		}
-		fs, err := judgeSQL(val.Text)
-		if err != nil {
-			out = append(out, validator.Finding{Check: Name, Reason: validator.ReasonMalformedToolCall, Path: path,
-				Start: 0, End: len(val.Text),
-				Message: "call to " + quote(call.Name) + ": the statement in " + path + " could not be parsed: " + err.Error()})
-			continue
-		}
-		for _, f := range fs {
+		for _, f := range judgeSQL(val.Text) {
 			if userAsked(user, f) {
 				continue
 			}

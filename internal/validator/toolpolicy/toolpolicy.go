@@ -12,7 +12,8 @@
 //     declaration) or nobody named is data_exfiltration; a destination
 //     only an injected result named is prompt_injection whatever the call
 //     carries; a send to a destination nobody named is data_exfiltration
-//     too. The user's destinations, the system prompt's, the allow list's,
+//     too, and so is a payment to a recipient only a tool result or a
+//     declaration named, flagged or not. The user's destinations, the system prompt's, the allow list's,
 //     the company's own domain and the sender of an e-mail the user asked
 //     to answer are trusted; a read (a GET) that carries nothing private
 //     passes. A markdown image in the answer is judged like a call: its
@@ -24,9 +25,11 @@
 //     decoder or download pipelines into interpreters, persistence,
 //     permission changes on credential files and data carried by network
 //     or DNS tools.
-//   - sql: statements of a SQL tool are parsed (sql.go); DROP, TRUNCATE,
-//     ALTER, GRANT and DELETE or UPDATE without WHERE are unsafe_content
-//     unless the user asked for exactly that.
+//   - sql: statements of a SQL tool are parsed (sql.go), or, where the
+//     MySQL-dialect parser cannot read them (PostgreSQL's own syntax),
+//     classified by a tokeniser (sqlscan.go); DROP, TRUNCATE, ALTER, GRANT
+//     and DELETE or UPDATE without WHERE are unsafe_content unless the
+//     user asked for exactly that.
 package toolpolicy
 
 import (
@@ -118,8 +121,11 @@ characters and decoding URL escapes, base64, hex and ROT13, to the system prompt
 and the tool results it copies, across the calls of the turn and the earlier
 turns. Private data to an untrusted destination fails with data_exfiltration, or
 prompt_injection when an injected tool result named the destination (which fails
-whatever the call carries); a send (not a GET) to a destination nobody named fails
-with data_exfiltration. A markdown image in the answer whose URL carries private
+whatever the call carries); a send (not a GET) to a destination nobody named, and a
+payment (a tool named for moving money, or an amount argument) to a recipient only a
+tool result or a declaration named, fail with data_exfiltration. Accounts, IBANs and
+phone numbers are named however they are spaced; of the system prompt, its
+secret-looking tokens (canaries) are private in any copy, the rest in long ones. A markdown image in the answer whose URL carries private
 data to an untrusted host fails the same way. Messages name the parameter, the
 byte count and the source, never a value.
 
@@ -137,8 +143,11 @@ command that does not parse fails malformed_tool_call.
 sql: tools that run SQL (a sql parameter, or a query/statement parameter on a tool
 named for a database) have their statements parsed: DROP, TRUNCATE, ALTER, GRANT,
 and DELETE or UPDATE without WHERE fail unsafe_content unless the user's messages
-name the operation and every table it touches; a statement that does not parse
-fails malformed_tool_call.
+name the operation and every table it touches. Statements the MySQL-dialect parser
+cannot read (PostgreSQL's :: casts, $1 parameters, RETURNING, ON CONFLICT, CASCADE,
+dollar-quoted bodies) are classified by their tokens: the leading keyword, the tables
+after it, a WHERE at the statement's own depth, the statements of a WITH clause, of a
+DO block and of the strings it EXECUTEs. Text that is not SQL holds no operation.
 
 Findings name the call and the argument: tool_calls/N/arguments/path, offsets
 into that value.`
@@ -253,8 +262,8 @@ func (v *Validator) Write(p []byte) (int, error) {
 // Settled implements validator.Validator: everything but an image in
 // progress.
 func (v *Validator) Settled() int {
-	if v.img.state != imgNone && len(v.img.finds) == 0 {
-		return v.img.start
+	if bang, _ := v.img.scan.Pending(); bang >= 0 && len(v.img.finds) == 0 {
+		return bang
 	}
 	return v.n
 }
@@ -266,10 +275,9 @@ func (v *Validator) Findings() []validator.Finding { return v.img.finds }
 // Close implements validator.Validator: an image whose URL reaches the
 // end of the answer is judged there.
 func (v *Validator) Close() {
-	if v.img.state == imgURL {
-		v.endImage()
+	if img, ok := v.img.scan.End(); ok {
+		v.endImage(img)
 	}
-	v.img.state = imgNone
 }
 
 func contains(list []string, s string) bool {
@@ -307,7 +315,7 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 		// that they are JSON is enough, and the egress and shell checks
 		// read the values that one pass found.
 		if !ruled {
-			if !toolcalls.Valid(call.Arguments) {
+			if !toolcalls.Of(call).Valid {
 				return nil // tool_call reports arguments that are not JSON
 			}
 		} else if json.Unmarshal([]byte(s), &args) != nil {

@@ -96,29 +96,37 @@ func TestToolPolicy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg
-			if cfg == nil {
-				cfg = DefaultConfig()
-			}
-			v, err := New(cfg, tc.req, injectedScreen)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs := v.CheckToolCall(tc.call)
-			if tc.reason == validator.ReasonNone {
-				if len(fs) > 0 {
-					t.Fatalf("want a pass, got %+v", fs)
-				}
-				return
-			}
-			if len(fs) == 0 || fs[0].Reason != tc.reason || fs[0].Path != tc.path {
-				t.Fatalf("findings %+v: want %s at %s", fs, tc.reason, tc.path)
-			}
-			if !strings.Contains(fs[0].Message, tc.call.Name) {
+			fs := expectCall(t, tc.cfg, tc.req, tc.call, tc.reason, tc.path)
+			if len(fs) > 0 && !strings.Contains(fs[0].Message, tc.call.Name) {
 				t.Errorf("message %q does not name the tool", fs[0].Message)
 			}
 		})
 	}
+}
+
+// expectCall runs one call through the check (cfg nil: the default) and
+// fails unless it passes (reason ReasonNone) or its first finding has
+// reason at path; it returns the findings.
+func expectCall(t *testing.T, cfg *Config, r *validator.Request, call validator.ToolCall, reason validator.Reason, path string) []validator.Finding {
+	t.Helper()
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	v, err := New(cfg, r, injectedScreen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := v.CheckToolCall(call)
+	if reason == validator.ReasonNone {
+		if len(fs) > 0 {
+			t.Fatalf("want a pass, got %+v", fs)
+		}
+		return nil
+	}
+	if len(fs) == 0 || fs[0].Reason != reason || fs[0].Path != path {
+		t.Fatalf("findings %+v: want %s at %s", fs, reason, path)
+	}
+	return fs
 }
 
 func TestBadRule(t *testing.T) {
