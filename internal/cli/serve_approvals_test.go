@@ -293,7 +293,8 @@ func TestServeFleetApprovals(t *testing.T) {
 		})
 	}
 	if code, out := approvalsCLI(t, b, tokenFile, "list"); code != 0 || !strings.Contains(out, id) ||
-		!strings.Contains(out, "send_email(body, cc, subject, to)") || strings.Contains(out, "shotarchive") {
+		!strings.Contains(out, "send_email(body, cc, subject, to)") || !strings.Contains(out, "GATEWAY") ||
+		!strings.Contains(out, "gw-a") || strings.Contains(out, "shotarchive") {
 		t.Fatalf("aegis approvals list on gw-b: %d\n%s", code, out)
 	}
 	if code, out := approvalsCLI(t, b, tokenFile, "approve", id); code != 0 || !strings.HasPrefix(out, "approved "+id) {
