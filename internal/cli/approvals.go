@@ -65,7 +65,7 @@ In a fleet whose gateways share a PostgreSQL incident log, --url may name any of
 them: it lists every gateway's held calls (the GATEWAY column) and a decision taken
 there releases or refuses the call on the gateway that holds it; the first decision
 wins. Held calls are shared through the database, never with argument values; with
---nats the gateways announce only a call's id and stage on aegis.approvals.<gateway>
+--nats a gateway announces only its name, a call's id and its stage on aegis.approvals.<gateway>
 so the holder looks at once, and without NATS it finds the decision by reading the
 database every 2 seconds.`,
 			Example: `  aegis approvals list
