@@ -64,10 +64,10 @@ changed since the record was read; after a policy reload the call is denied.
 In a fleet whose gateways share a PostgreSQL incident log, --url may name any of
 them: it lists every gateway's held calls (the GATEWAY column) and a decision taken
 there releases or refuses the call on the gateway that holds it; the first decision
-wins. Held calls are shared through the database, never with argument values; with
---nats a gateway announces only its name, a call's id and its stage on aegis.approvals.<gateway>
-so the holder looks at once, and without NATS it finds the decision by reading the
-database every 2 seconds.`,
+wins. Held calls are shared through the database, never with argument values.
+With --nats a gateway announces only its name, a call's id and its stage on
+aegis.approvals.<gateway>, so the holder looks at once; without NATS it finds the
+decision by reading the database every 2 seconds.`,
 			Example: `  aegis approvals list
   aegis approvals approve apr-3f2a9c0d1e2b4a5f
   aegis approvals deny apr-3f2a9c0d1e2b4a5f --url http://127.0.0.1:9000 --token-file /etc/aegis/token`,
