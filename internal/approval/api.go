@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,8 +18,9 @@ const Path = "/aegis/approvals"
 // maxDecisionBytes bounds a decision's body.
 const maxDecisionBytes = 4 << 10
 
-// Handler serves the approvals API over q (the caller puts it behind the
-// gateway's token):
+// Handler serves the approvals API over d (the caller puts it behind the
+// gateway's token): a Queue's desk, or a fleet's, which lists and decides
+// every gateway's held calls:
 //
 //	GET  /aegis/approvals               {"approvals": [record...]}, oldest first
 //	GET  /aegis/approvals/{id}          one pending record
@@ -29,52 +29,53 @@ const maxDecisionBytes = 4 << 10
 //
 // A decision answers 200 with the decided record; 404 when the call is
 // not pending; 409 when the approval names other arguments or another
-// policy version, or the policy was reloaded (the call is then denied);
-// 400 for a body that is not such an object.
-func Handler(q *Queue) http.Handler {
+// policy version, the policy was reloaded (the call is then denied) or
+// another decision came first; 400 for a body that is not such an object;
+// 503 when a fleet's shared store cannot be reached.
+func Handler(d Desk) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"approvals": q.Pending()})
+		recs, err := d.Pending(r.Context())
+		if err != nil {
+			writeErr(w, Status(err), err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"approvals": recs})
 	})
 	mux.HandleFunc("GET "+Path+"/{id}", func(w http.ResponseWriter, r *http.Request) {
-		rec, ok := q.Get(r.PathValue("id"))
-		if !ok {
-			writeErr(w, http.StatusNotFound, ErrNotFound)
+		rec, err := d.Lookup(r.Context(), r.PathValue("id"))
+		if err != nil {
+			writeErr(w, Status(err), err)
 			return
 		}
 		writeJSON(w, http.StatusOK, rec)
 	})
 	decide := func(approve bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			var d Decision
+			var dec Decision
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxDecisionBytes))
 			if err != nil {
 				writeErr(w, http.StatusBadRequest, fmt.Errorf("decision body: %w", err))
 				return
 			}
 			if len(bytes.TrimSpace(body)) > 0 {
-				dec := json.NewDecoder(bytes.NewReader(body))
-				dec.DisallowUnknownFields()
-				if err := dec.Decode(&d); err != nil {
+				jd := json.NewDecoder(bytes.NewReader(body))
+				jd.DisallowUnknownFields()
+				if err := jd.Decode(&dec); err != nil {
 					writeErr(w, http.StatusBadRequest, fmt.Errorf("decision body: want {\"args_hash\", \"policy_version\", \"by\"}: %w", err))
 					return
 				}
 			}
-			d.Approve = approve
-			if d.By == "" {
-				d.By = "api"
+			dec.Approve = approve
+			if dec.By == "" {
+				dec.By = "api"
 			}
-			rec, err := q.Decide(r.PathValue("id"), d)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				writeErr(w, http.StatusNotFound, err)
-			case errors.Is(err, ErrUnbound):
-				writeErr(w, http.StatusBadRequest, err)
-			case err != nil:
-				writeErr(w, http.StatusConflict, err)
-			default:
-				writeJSON(w, http.StatusOK, rec)
+			rec, err := d.Decide(r.Context(), r.PathValue("id"), dec)
+			if err != nil {
+				writeErr(w, Status(err), err)
+				return
 			}
+			writeJSON(w, http.StatusOK, rec)
 		}
 	}
 	mux.HandleFunc("POST "+Path+"/{id}/approve", decide(true))

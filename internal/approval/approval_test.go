@@ -121,7 +121,7 @@ func TestQueuePendingOrderAndChange(t *testing.T) {
 func TestHandlerBadDecisions(t *testing.T) {
 	q := &Queue{}
 	tk := q.Hold(events.ApprovalRecord{ArgsHash: "h", PolicyVersion: "v"})
-	h := Handler(q)
+	h := Handler(q.Desk())
 	for _, tc := range []struct{ name, body, want string }{
 		{"not JSON", `{"args_hash":`, "decision body"},
 		{"unknown field", `{"args_hash":"h","policy_version":"v","approve":true}`, `unknown field \"approve\"`},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,7 +59,15 @@ bearer token when it has one: --token-file or AEGIS_AUTH_TOKEN).
 
 A record shows tool names, argument paths and the rule that asked, never an
 argument's value. An approval is refused when the call's arguments or the policy
-changed since the record was read; after a policy reload the call is denied.`,
+changed since the record was read; after a policy reload the call is denied.
+
+In a fleet whose gateways share a PostgreSQL incident log, --url may name any of
+them: it lists every gateway's held calls (the GATEWAY column) and a decision taken
+there releases or refuses the call on the gateway that holds it; the first decision
+wins. Held calls are shared through the database, never with argument values.
+With --nats a gateway announces only its name, a call's id and its stage on
+aegis.approvals.<gateway>, so the holder looks at once; without NATS it finds the
+decision by reading the database every 2 seconds.`,
 			Example: `  aegis approvals list
   aegis approvals approve apr-3f2a9c0d1e2b4a5f
   aegis approvals deny apr-3f2a9c0d1e2b4a5f --url http://127.0.0.1:9000 --token-file /etc/aegis/token`,
@@ -145,9 +154,18 @@ func writeApprovals(w io.Writer, recs []events.ApprovalRecord) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tHELD\tDENIED AT\tCALLS\tREASON\tRULE")
+	fleet := slices.ContainsFunc(recs, func(r events.ApprovalRecord) bool { return r.Gateway != "" })
+	head := "ID\tHELD\tDENIED AT\tCALLS\tREASON\tRULE"
+	if fleet {
+		head = "ID\tGATEWAY\tHELD\tDENIED AT\tCALLS\tREASON\tRULE"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Time.Format(time.TimeOnly), r.Deadline.Format(time.TimeOnly),
+		id := r.ID
+		if fleet {
+			id += "\t" + r.Gateway
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", id, r.Time.Format(time.TimeOnly), r.Deadline.Format(time.TimeOnly),
 			describeCalls(r.Calls), r.Reason, r.Rule)
 	}
 	return tw.Flush()

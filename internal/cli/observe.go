@@ -49,6 +49,9 @@ type observability struct {
 	Incidents store.Log
 	// Approvals holds the tool calls waiting for a person, across reloads.
 	Approvals *approval.Queue
+	// desk is where decisions are taken: this gateway's queue, or the
+	// fleet's desk when the incident log is shared (serve_fleet.go).
+	desk approval.Desk
 	// metricsHandler, when set, serves /metrics instead of the
 	// collector's own handler (serve_fleet.go adds a gateway label).
 	metricsHandler http.Handler
@@ -83,7 +86,8 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 	}
 	o.Dashboard = dashboard.New(o.Bus, st)
 	o.Dashboard.Gateway = ic.gateway
-	o.Dashboard.Approvals = o.Approvals
+	o.Dashboard.Approvals = o.Approvals.Desk()
+	o.desk = o.Approvals.Desk()
 	rec := store.NewRecorder(st, o.Bus)
 	rec.Logger = log
 	rec.OnAdd = o.Dashboard.IncidentAdded
@@ -116,7 +120,7 @@ func (o *observability) Handler(api http.Handler, token string) http.Handler {
 	mux.Handle("GET /metrics", gate.Protect(metricsHandler))
 	mux.Handle("/ui", gate.Protect(o.Dashboard))
 	mux.Handle("/ui/", gate.Protect(o.Dashboard))
-	approvals := gate.Protect(approval.Handler(o.Approvals))
+	approvals := gate.Protect(approval.Handler(o.desk))
 	mux.Handle(approval.Path, approvals)
 	mux.Handle(approval.Path+"/", approvals)
 	mux.Handle("/", api)

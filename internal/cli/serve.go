@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/gateway"
 	"github.com/aegis-sentinel/aegis/internal/guard"
 	"github.com/aegis-sentinel/aegis/internal/logging"
@@ -67,6 +68,10 @@ type serveConfig struct {
 	GuardClassifier string `yaml:"guard_classifier"`
 	// Fleet joins other gateways and guard workers over NATS (serve_fleet.go).
 	Fleet fleetConfig `yaml:"fleet"`
+
+	// clock, when set, times the gateway's requests and the fleet's
+	// approvals (tests); nil is the wall clock.
+	clock clock.Clock
 }
 
 type upstreamConfig struct {
@@ -309,7 +314,7 @@ func runServe(ctx context.Context, stdio *IO, cfg *serveConfig, policyPath strin
 	}
 	defer stopTracing()
 
-	b := &gatewayBuilder{obs: obs, tp: tp, log: slogger, errLog: logger}
+	b := &gatewayBuilder{obs: obs, tp: tp, log: slogger, errLog: logger, clock: cfg.clock}
 	if cfg.Auth.TokenFile != "" {
 		raw, err := os.ReadFile(cfg.Auth.TokenFile)
 		if err != nil {
@@ -403,6 +408,7 @@ type gatewayBuilder struct {
 	errLog *log.Logger
 	token  string
 	sup    *supervisor.Supervisor
+	clock  clock.Clock
 
 	mu    sync.Mutex
 	known map[string]*upstream.Upstream // by name: kinds detected and connections kept across reloads
@@ -418,7 +424,7 @@ func (b *gatewayBuilder) build(ctx context.Context, cfg *serveConfig, pol *polic
 	}
 	g := &gateway.Gateway{KeepAlive: keepAlive, MaxBodyBytes: cfg.MaxBodyBytes, ErrorLog: b.errLog, Events: b.obs.Bus, AllowManagement: cfg.AllowManagement,
 		MaxConcurrentStreams: cfg.MaxConcurrentStreams, MaxResponseBytes: cfg.MaxResponseBytes,
-		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token, Approvals: b.obs.Approvals}
+		Policy: pol, InputCheck: countedInput(b.obs.Bus, inputCheck), AuthToken: b.token, Approvals: b.obs.Approvals, Clock: b.clock}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	known := map[string]*upstream.Upstream{}

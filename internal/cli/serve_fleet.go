@@ -8,13 +8,16 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/aegis-sentinel/aegis/internal/clock"
 	"github.com/aegis-sentinel/aegis/internal/fleet"
 	"github.com/aegis-sentinel/aegis/internal/guard/llm"
 	"github.com/aegis-sentinel/aegis/internal/guardnats"
@@ -62,43 +65,73 @@ func (f fleetConfig) merge(flags fleetConfig) fleetConfig {
 // shares a PostgreSQL incident log. With guard_workers,
 // every request also gets a guard_llm check sent to those workers, with
 // the local guard server as the fallback while NATS is
-// unreachable. It returns the function that leaves.
+// unreachable. With a PostgreSQL incident log, the approvals API, aegis
+// approvals and the dashboard decide the held calls of every gateway that
+// shares it (startApprovals). It returns the function that leaves.
 func startFleet(ctx context.Context, cfg *serveConfig, obs *observability, log *slog.Logger) (func(), error) {
 	fc := cfg.Fleet
-	guardnats.Register(log)                                    // guard_llm checks in the policy may name nats
-	if fc.NATS != "" || store.IsPostgres(cfg.Incidents.Path) { // one of several gateways
-		obs.metricsHandler = labelled(obs.Metrics.Registry(), fc.gatewayName(cfg.Listen))
-	}
-	if fc.NATS == "" {
-		if fc.GuardWorkers != "" {
-			return nil, usagef("--guard-workers needs --nats")
-		}
-		return func() {}, nil
-	}
+	guardnats.Register(log) // guard_llm checks in the policy may name nats
 	name := fc.gatewayName(cfg.Listen)
-	nc, err := guardnats.Conn(fc.NATS, log)
-	if err != nil {
-		return nil, err
+	pg, shared := obs.Incidents.(*store.Postgres)
+	if fc.NATS != "" || shared { // one of several gateways
+		obs.metricsHandler = labelled(obs.Metrics.Registry(), name)
+	}
+	if fc.NATS == "" && fc.GuardWorkers != "" {
+		return nil, usagef("--guard-workers needs --nats")
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	pub := fleet.NewGateway(nc, obs.Bus, name, cfg.Listen)
-	done := make(chan struct{})
-	go func() { defer close(done); pub.Run(fctx) }()
-	view, err := fleet.Watch(fctx, nc, nil)
-	if err != nil {
-		cancel()
-		return nil, err
+	var wg sync.WaitGroup
+	leave := func() { cancel(); wg.Wait() }
+	var nc *nats.Conn
+	if fc.NATS != "" {
+		var err error
+		if nc, err = guardnats.Conn(fc.NATS, log); err != nil {
+			cancel()
+			return nil, err
+		}
+		pub := fleet.NewGateway(nc, obs.Bus, name, cfg.Listen)
+		wg.Add(1)
+		go func() { defer wg.Done(); pub.Run(fctx) }()
+		view, err := fleet.Watch(fctx, nc, nil)
+		if err != nil {
+			leave()
+			return nil, err
+		}
+		obs.Dashboard.Fleet = func() any {
+			ms := view.Members()
+			return struct {
+				Members []fleet.Member `json:"members"`
+				Total   fleet.Totals   `json:"total"`
+			}{ms, fleet.Sum(ms)}
+		}
+		// The workers' guard check enters every gateway built (gatewayBuilder).
+		log.Info("joined the fleet", "nats", fc.NATS, "gateway", name, "events", pub.Subject())
 	}
-	obs.Dashboard.Fleet = func() any {
-		ms := view.Members()
-		return struct {
-			Members []fleet.Member `json:"members"`
-			Total   fleet.Totals   `json:"total"`
-		}{ms, fleet.Sum(ms)}
+	if shared {
+		startApprovals(fctx, &wg, obs, pg, nc, name, cfg.clock, log)
 	}
-	// The workers' guard check enters every gateway built (gatewayBuilder).
-	log.Info("joined the fleet", "nats", fc.NATS, "gateway", name, "events", pub.Subject())
-	return func() { cancel(); <-done }, nil
+	return leave, nil
+}
+
+// startApprovals makes the fleet's approvals the desk of the approvals
+// API, aegis approvals and the dashboard: every gateway sharing the
+// PostgreSQL incident log lists and decides the others' held calls, and
+// this one releases or refuses its own when a decision is taken
+// elsewhere: at once on a NATS notice (nc, when the fleet has NATS), and
+// by polling the store in any case. It runs until ctx ends (wg.Done).
+func startApprovals(ctx context.Context, wg *sync.WaitGroup, obs *observability, pg *store.Postgres, nc *nats.Conn,
+	name string, clk clock.Clock, log *slog.Logger) {
+	fa := fleet.NewApprovals(fleet.ApprovalsConfig{Queue: obs.Approvals, Shared: pg.Approvals(), Gateway: name,
+		Bus: obs.Bus, NATS: nc, Clock: clk, Logger: log})
+	fa.Changed = obs.Dashboard.ApprovalsChanged
+	obs.desk, obs.Dashboard.Approvals = fa, fa
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := fa.Run(ctx); err != nil {
+			log.Error("approvals: deciding other gateways' held calls is off", "err", err)
+		}
+	}()
 }
 
 // workerExtra adds a guard_llm check that asks the guard workers of

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -17,7 +16,12 @@ func (d *Dashboard) serveApprovals(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"enabled": false, "approvals": []any{}})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"enabled": true, "approvals": d.Approvals.Pending()})
+	recs, err := d.Approvals.Pending(r.Context())
+	if err != nil {
+		writeJSON(w, approval.Status(err), map[string]any{"enabled": true, "approvals": []any{}, "error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"enabled": true, "approvals": recs})
 }
 
 // serveDecision approves or denies a held call from the page (POST
@@ -44,16 +48,20 @@ func (d *Dashboard) serveDecision(approve bool) http.HandlerFunc {
 			return
 		}
 		dec.Approve, dec.By = approve, "dashboard"
-		rec, err := d.Approvals.Decide(r.PathValue("id"), dec)
-		switch {
-		case errors.Is(err, approval.ErrNotFound):
-			writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-		case errors.Is(err, approval.ErrUnbound):
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		case err != nil:
-			writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
-		default:
-			writeJSON(w, http.StatusOK, rec)
+		rec, err := d.Approvals.Decide(r.Context(), r.PathValue("id"), dec)
+		if err != nil {
+			writeJSON(w, approval.Status(err), map[string]string{"error": err.Error()})
+			return
 		}
+		writeJSON(w, http.StatusOK, rec)
 	}
+}
+
+// ApprovalsChanged tells every open page to reload its pending approvals:
+// a fleet calls it when another gateway holds or ends a call, which this
+// gateway's events do not show.
+func (d *Dashboard) ApprovalsChanged() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.broadcast("approvals", struct{}{})
 }

@@ -19,7 +19,7 @@ func TestApprovalsInBrowser(t *testing.T) {
 	var bus events.Bus
 	q := &approval.Queue{}
 	d := New(&bus, nil)
-	d.Approvals = q
+	d.Approvals = q.Desk()
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(runCtx); close(done) }()

@@ -55,8 +55,9 @@ const (
 // Dashboard is an http.Handler for /ui and everything under it.
 type Dashboard struct {
 	// Approvals, when set, are the tool calls held for a person: the page
-	// lists them and approves or denies them.
-	Approvals *approval.Queue
+	// lists them and approves or denies them (this gateway's queue, or a
+	// fleet's desk, which shows every gateway's).
+	Approvals approval.Desk
 	// Heartbeat is how often an idle event stream sends a comment line;
 	// zero means 15 s.
 	Heartbeat time.Duration

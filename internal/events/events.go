@@ -160,6 +160,9 @@ type ApprovalRecord struct {
 	PolicyVersion string `json:"policy_version"`
 	// By says who decided (approved and denied stages).
 	By string `json:"by,omitempty"`
+	// Gateway names the gateway that holds the call, when the record
+	// came from a fleet's shared store.
+	Gateway string `json:"gateway,omitempty"`
 }
 
 // ApprovalCall is one held tool call: its name and the paths of its

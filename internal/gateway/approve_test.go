@@ -75,7 +75,7 @@ func newApprovalRig(t *testing.T) *approvalRig {
 			rig.q.Decide(r.ID, approval.Decision{By: "cleanup"})
 		}
 	})
-	api := httptest.NewServer(approval.Handler(rig.q))
+	api := httptest.NewServer(approval.Handler(rig.q.Desk()))
 	t.Cleanup(api.Close)
 	rig.api = &approval.Client{Base: api.URL}
 	return rig

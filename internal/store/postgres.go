@@ -154,6 +154,22 @@ var pgMigrations = []string{
 	CREATE INDEX incidents_time ON incidents(time_ns);
 	CREATE INDEX incidents_reason ON incidents(reason, time_ns);
 	CREATE INDEX incidents_gateway ON incidents(gateway, time_ns);`,
+	// The fleet's held tool calls (see approvals.go): one row per call,
+	// its record (tools, argument paths, hashes; never a value) and stage.
+	`CREATE TABLE approvals (
+		id             TEXT PRIMARY KEY,
+		gateway        TEXT NOT NULL,
+		stage          TEXT NOT NULL,
+		args_hash      TEXT NOT NULL,
+		policy_version TEXT NOT NULL,
+		time_ns        BIGINT NOT NULL,
+		deadline_ns    BIGINT NOT NULL,
+		decided_by     TEXT NOT NULL DEFAULT '',
+		decided_ns     BIGINT NOT NULL DEFAULT 0,
+		record         JSONB NOT NULL
+	);
+	CREATE INDEX approvals_stage ON approvals(stage, deadline_ns);
+	CREATE INDEX approvals_gateway ON approvals(gateway, stage);`,
 }
 
 // migrationLock is the advisory lock key that serialises migrations.
@@ -435,6 +451,10 @@ func (p *Postgres) Prune(ctx context.Context) (int64, error) {
 			return n, fmt.Errorf("store: prune by age: %w", err)
 		}
 		n += tag.RowsAffected()
+		// Held calls are kept as long as incidents, once over.
+		if _, err := p.pool.Exec(ctx, "DELETE FROM approvals WHERE time_ns < $1 AND stage <> 'proposed'", cut); err != nil {
+			return n, fmt.Errorf("store: prune approvals by age: %w", err)
+		}
 	}
 	if p.opts.MaxRows > 0 {
 		tag, err := p.pool.Exec(ctx, `DELETE FROM incidents WHERE id <=

@@ -301,6 +301,7 @@ function connect() {
   src.addEventListener("event", (m) => apply(JSON.parse(m.data)));
   src.addEventListener("totals", (m) => setTotals(JSON.parse(m.data)));
   src.addEventListener("guards", (m) => setGuards(JSON.parse(m.data)));
+  src.addEventListener("approvals", () => loadApprovals()); // another gateway of the fleet held or ended a call
   src.addEventListener("incident", (m) => {
     addIncidents([JSON.parse(m.data)]);
   });
@@ -424,7 +425,8 @@ function renderApprovals(list) {
     const tr = el("tr");
     tr.dataset.approvalId = a.id;
     const calls = (a.calls || []).map((c) => c.tool + "(" + (c.paths || []).join(", ") + ")").join(", ");
-    for (const [v, cls] of [[fmtTime(a.time), ""], [shortID(a.request_id), "mono"], [calls, "calls"], [a.reason || "", ""], [a.rule || "", "rule"], [fmtTime(a.deadline), ""]]) {
+    const req = shortID(a.request_id) + (a.gateway ? " on " + a.gateway : "");
+    for (const [v, cls] of [[fmtTime(a.time), ""], [req, "mono"], [calls, "calls"], [a.reason || "", ""], [a.rule || "", "rule"], [fmtTime(a.deadline), ""]]) {
       tr.append(el("td", cls, v));
     }
     const td = el("td", "decide");
