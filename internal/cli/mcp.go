@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/mcp"
 	"github.com/aegis-sentinel/aegis/internal/origin"
 	"github.com/aegis-sentinel/aegis/internal/policy"
+	"github.com/aegis-sentinel/aegis/internal/secretrules"
 )
 
 // mcpFlags are the flags every aegis mcp proxy takes.
@@ -77,6 +78,7 @@ func startMCP(stdio *IO, f mcpFlags, server string) (*mcpRuntime, error) {
 			return nil, usageErr(err)
 		}
 	}
+	secretrules.Default() // compiled before the first call, not during it (see runServe)
 	judge, err := mcp.NewJudge(pol)
 	if err != nil {
 		return nil, usageErr(err)
