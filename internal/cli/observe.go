@@ -86,8 +86,8 @@ func startObservability(log *slog.Logger, ic incidentsConfig) (*observability, e
 	}
 	o.Dashboard = dashboard.New(o.Bus, st)
 	o.Dashboard.Gateway = ic.gateway
-	o.Dashboard.Approvals = o.Approvals.Desk()
 	o.desk = o.Approvals.Desk()
+	o.Dashboard.Approvals = o.desk
 	rec := store.NewRecorder(st, o.Bus)
 	rec.Logger = log
 	rec.OnAdd = o.Dashboard.IncidentAdded

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -311,7 +312,7 @@ func (a *Approvals) Lookup(ctx context.Context, id string) (events.ApprovalRecor
 	case err != nil:
 		return r, err
 	case r.Stage != approval.Proposed.String():
-		return r, fmt.Errorf("%w (%s by %s)", approval.ErrDecided, r.Stage, cmpOr(r.By, "its gateway"))
+		return r, fmt.Errorf("%w (%s by %s)", approval.ErrDecided, r.Stage, cmp.Or(r.By, "its gateway"))
 	case !r.Deadline.After(a.clk.Now()):
 		return r, fmt.Errorf("%w: its deadline passed", approval.ErrNotFound)
 	}
@@ -346,11 +347,4 @@ func (a *Approvals) Decide(ctx context.Context, id string, d approval.Decision) 
 		return r, fmt.Errorf("%w: %v", approval.ErrUnavailable, err)
 	}
 	return r, err
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -23,6 +23,7 @@ import (
 // allowRegexes are the compiled alternatives of an allow-list's regexes.
 type allowRegexes struct {
 	pieces []*regexp.Regexp
+	trees  []*syntax.Regexp // the pieces parsed, until build
 	// filter finds the pieces whose required literals occur in a
 	// target; always are the pieces without any.
 	filter   automaton
@@ -50,7 +51,7 @@ func (ar *allowRegexes) add(expr string) error {
 		if err != nil {
 			return err
 		}
-		ar.pieces = append(ar.pieces, p)
+		ar.pieces, ar.trees = append(ar.pieces, p), append(ar.trees, sub)
 	}
 	return nil
 }
@@ -62,12 +63,7 @@ func (ar *allowRegexes) build() {
 	}
 	var lits []string
 	var owners []int
-	for i, p := range ar.pieces {
-		re, err := syntax.Parse(p.String(), syntax.Perl)
-		if err != nil {
-			ar.always.set(i)
-			continue
-		}
+	for i, re := range ar.trees {
 		set, ok := required(re)
 		if !ok {
 			ar.always.set(i)
@@ -79,7 +75,7 @@ func (ar *allowRegexes) build() {
 		}
 	}
 	ar.filter = buildAutomaton(lits, owners)
-	ar.filtered = true
+	ar.filtered, ar.trees = true, nil
 }
 
 // match reports whether any alternative matches target.

@@ -272,7 +272,8 @@ var contextByte = func() (t [256]bool) {
 }()
 
 // keywordAt reports whether text begins with one of keywords (lower
-// case), ignoring ASCII case.
+// case), ignoring ASCII case. Compared byte by byte: strings.EqualFold,
+// which also folds Unicode, made BenchmarkStreamDense 5% slower.
 func keywordAt(text string, keywords []string) bool {
 	for _, k := range keywords {
 		if len(text) < len(k) {
