@@ -123,8 +123,9 @@ any OpenAI-compatible server, and every response is checked, repaired or stopped
 
 listens on 127.0.0.1:8088, detects the upstream's kind (llama-server, ollama, openai) and
 applies the default policy. Endpoints: POST /v1/chat/completions, POST /v1/completions,
-POST /v1/embeddings, GET /v1/models and /v1/models/{id}, GET /health, GET and HEAD / (a
-heartbeat), and in front of Ollama its API: /api/chat and /api/generate checked, model
+POST /v1/messages (Anthropic Messages, and /v1/messages/count_tokens passed through),
+POST /v1/responses (OpenAI Responses), POST /v1/embeddings, GET /v1/models and
+/v1/models/{id}, GET /health, GET and HEAD / (a heartbeat), and in front of Ollama its API: /api/chat and /api/generate checked, model
 information and embeddings passed through, model management refused unless the config sets
 allow_management: true.
 A bearer token is required when --auth-token-file or AEGIS_AUTH_TOKEN is set. A JSON body

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -137,13 +138,40 @@ func reverseProxy(tb testing.TB, target string) *httptest.Server {
 	u, _ := url.Parse(target)
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.FlushInterval = -1
-	rp.Transport = upstream.NewClient().Transport
+	rp.Transport = resendOnEOF{upstream.NewClient().Transport}
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.NewResponseController(w).EnableFullDuplex() // as the gateway's pass-through (proxy.go)
+		// A body that can be read again, for resendOnEOF.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		rp.ServeHTTP(w, r)
 	}))
 	tb.Cleanup(s.Close)
 	return s
+}
+
+// resendOnEOF sends a request again, once, when its pooled connection
+// died before an answer, as Aegis does upstream: llama-server closes the
+// connection after a Responses stream without saying so.
+type resendOnEOF struct{ http.RoundTripper }
+
+func (t resendOnEOF) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if errors.Is(err, io.EOF) && r.GetBody != nil {
+		body, gerr := r.GetBody()
+		if gerr != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = body
+		return t.RoundTripper.RoundTrip(r)
+	}
+	return resp, err
 }
 
 // overhead runs b.N rounds of the same streaming request directly, through

@@ -30,7 +30,7 @@ func (x *exchange) runChoices(n int) {
 	for i := 0; i < n; i++ {
 		res := &subResult{header: http.Header{}, ended: ending{collect: true}}
 		req := x.req
-		req.body = body
+		req.body, req.raw = body, nil
 		sub := &exchange{g: x.g, w: res, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &res.ended}
 		sub.run()
 		x.tally.attempts += sub.tally.attempts

@@ -21,7 +21,7 @@ func (x *exchange) runChoicesStream(n int) {
 	for i := 0; i < n; i++ {
 		var end ending
 		req := x.req
-		req.body = body
+		req.body, req.raw = body, nil
 		sub := &exchange{g: x.g, w: x.w, r: x.r, route: x.route, id: x.id, start: x.start, req: req, up: x.up, ended: &end}
 		sub.out.choice = &choiceOpt{index: i, stream: shared}
 		sub.run()

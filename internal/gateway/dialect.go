@@ -101,8 +101,11 @@ type request struct {
 	vreq   *validator.Request
 	stream bool
 
-	body    rawBody // the request as the client sent it, member by member
-	logText bool    // the policy allows logging text (log_text)
+	body rawBody // the request as the client sent it, member by member
+	// raw is the request's bytes as the client sent them while they say
+	// exactly what body says (splitRequest), nil once body was changed.
+	raw     []byte
+	logText bool // the policy allows logging text (log_text)
 }
 
 // output is what an attempt answered, as a non-streamed body carries it.

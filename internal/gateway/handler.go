@@ -36,7 +36,11 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		return
 	}
 	// Splitting the body into members validates it.
-	if x.req.body, err = splitBody(raw); err != nil || x.req.body == nil {
+	body, exact, err := splitRequest(raw)
+	if exact {
+		x.req.raw = raw
+	}
+	if x.req.body = body; err != nil || x.req.body == nil {
 		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
 	}

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -169,5 +171,31 @@ func TestMaxResponseBytes(t *testing.T) {
 	b := readAllBody(t, resp)
 	if resp.StatusCode != HaltStatus(validator.ReasonLengthExceeded, validator.ActionHalt) || !strings.Contains(string(b), "max_response_bytes") {
 		t.Fatalf("non-streaming: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestReadAll: a body read at its declared length is read whole, a
+// shorter one is an error, and an unknown or over-limit length reads as
+// io.ReadAll would (the limit is the reader's to enforce).
+func TestReadAll(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		body            string
+		declared, limit int64
+		want            string
+		err             error
+	}{
+		{"declared length", `{"a":1}`, 7, 64, `{"a":1}`, nil},
+		{"unknown length", `{"a":1}`, -1, 64, `{"a":1}`, nil},
+		{"shorter than declared", `{"a"`, 7, 64, "", io.ErrUnexpectedEOF},
+		{"declared over the limit", `{"a":1}`, 100, 64, `{"a":1}`, nil},
+		{"empty", ``, 0, 64, ``, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := readAll(strings.NewReader(c.body), c.declared, c.limit)
+			if !errors.Is(err, c.err) || err == nil && string(got) != c.want {
+				t.Fatalf("readAll = %q, %v; want %q, %v", got, err, c.want, c.err)
+			}
+		})
 	}
 }

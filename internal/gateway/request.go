@@ -22,7 +22,7 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, int,
 }
 
 func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody()))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, g.maxBody()), r.ContentLength, g.maxBody())
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -34,6 +34,20 @@ func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, int,
 		return nil, http.StatusBadRequest, fmt.Errorf("request JSON nested deeper than %d levels", g.maxDepth())
 	}
 	return body, 0, nil
+}
+
+// readAll is io.ReadAll for a body of declared length n: within the
+// limit, it reads into one buffer of that size instead of growing one
+// from 512 bytes, which copies a 60 KB agent request eight times over.
+func readAll(r io.Reader, n, limit int64) ([]byte, error) {
+	if n <= 0 || n > limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // jsonDepth returns the deepest nesting of arrays and objects in b,

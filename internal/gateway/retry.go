@@ -10,8 +10,13 @@ import (
 // firstBody is the request as the client sent it, switched to streaming:
 // Aegis always reads the upstream as a stream (a non-streaming client gets
 // the assembled body), and asks for usage in the stream when the client
-// did not stream.
+// did not stream. A streaming request the gateway did not change goes
+// as it came: encoding its members again would cost a large agent
+// request tens of microseconds before the upstream has it.
 func (x *exchange) firstBody() []byte {
+	if x.req.raw != nil && x.req.stream && string(x.req.body["stream"]) == "true" {
+		return x.req.raw
+	}
 	b := x.req.body.clone()
 	x.route.streamBody(b, x.req.stream)
 	return b.encode()

@@ -43,5 +43,6 @@ func (x *exchange) redactToolResults(fs []validator.Finding) {
 	}
 	if changed {
 		x.req.body.set("messages", msgs)
+		x.req.raw = nil
 	}
 }

@@ -23,6 +23,7 @@ package provenance
 import (
 	"bytes"
 	"strings"
+	"sync"
 )
 
 // Gram is how many folded bytes one table entry covers; a copy shorter
@@ -104,16 +105,31 @@ type stream struct {
 // request and used by one goroutine at a time.
 type Index struct {
 	Sources []Source
-	slots   []entry
-	used    int
+	*scratch
+	tmp []byte // Locate's and NamedFold's
+}
+
+// scratch is the table TraceAll builds of a call's values and the
+// decodings it folds them into. It is TraceAll's alone: taken from a pool
+// when it begins and put back when it returns, so neither a request's
+// calls nor the requests after it allocate and clear it again.
+type scratch struct {
+	slots []entry
+	used  int
 	// bloom has a bit set for every gram of the table: the pass over the
 	// conversation probes the table only where the bit is set, and most
 	// of the conversation's grams are not the call's.
-	bloom []uint64
-	// scratch reused by Trace
-	arena, dec, tmp []byte
-	streams         []stream
+	bloom        []uint64
+	arena, dec   []byte
+	streams      []stream
+	unescapedURL []byte
 }
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{bloom: make([]uint64, bloomBits/64)} }}
+
+// maxPooledSlots bounds the table kept for the next call (1 MiB): one
+// huge value does not pin its table for the process's life.
+const maxPooledSlots = 1 << 16
 
 // maxIndexed caps the folded bytes indexed per source (a tool result of
 // megabytes is indexed up to here; grams after it are not found).
@@ -191,16 +207,13 @@ func (ix *Index) reset(n int) {
 	for size < 2*n {
 		size <<= 1
 	}
-	if len(ix.slots) < size || len(ix.slots) > 4*size {
-		ix.slots = make([]entry, size)
-	} else {
+	if cap(ix.slots) >= size {
+		ix.slots = ix.slots[:size]
 		clear(ix.slots)
-	}
-	if ix.bloom == nil {
-		ix.bloom = make([]uint64, bloomBits/64)
 	} else {
-		clear(ix.bloom)
+		ix.slots = make([]entry, size)
 	}
+	clear(ix.bloom)
 	ix.used = 0
 }
 
@@ -293,6 +306,13 @@ type Trace struct {
 // TraceAll traces the values of one call with one pass over the
 // conversation; ts[i] receives values[i]'s runs and counts.
 func (ix *Index) TraceAll(values []string, ts []Trace) {
+	ix.scratch = scratchPool.Get().(*scratch)
+	defer func() {
+		if cap(ix.slots) <= maxPooledSlots {
+			scratchPool.Put(ix.scratch)
+		}
+		ix.scratch = nil
+	}()
 	ix.arena, ix.streams = ix.arena[:0], ix.streams[:0]
 	for vi, value := range values {
 		plain := len(ix.arena)
@@ -304,8 +324,8 @@ func (ix *Index) TraceAll(values []string, ts []Trace) {
 		ix.addStream(vi, from, ROT13)
 		raw := value
 		if strings.IndexByte(value, '%') >= 0 {
-			ix.tmp = unescapeURL(ix.tmp[:0], value)
-			raw = string(ix.tmp)
+			ix.unescapedURL = unescapeURL(ix.unescapedURL[:0], value)
+			raw = string(ix.unescapedURL)
 			from = len(ix.arena)
 			ix.arena = Fold(ix.arena, raw)
 			ix.addStream(vi, from, URLEscaped)

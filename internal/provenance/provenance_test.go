@@ -134,8 +134,9 @@ func TestNamedAndSecretlike(t *testing.T) {
 	}
 }
 
-// TestGrow: a call larger than the table's first size keeps every gram,
-// and a table reused for a smaller call forgets the larger one's.
+// TestGrow: a call larger than the table a smaller call left in the
+// pool keeps every gram, and the table reused for a smaller call forgets
+// the larger one's.
 func TestGrow(t *testing.T) {
 	var b strings.Builder
 	for i := 0; i < 2000; i++ {
@@ -146,7 +147,7 @@ func TestGrow(t *testing.T) {
 	ix := New([]Source{{Kind: System, Text: "x " + long}})
 	vals := []string{long[1000:1100], long[3000:3400]}
 	ts := make([]Trace, 2)
-	ix.slots = make([]entry, 64) // force growth during the call
+	trace(ix, "a small call first")
 	ix.TraceAll(vals, ts)
 	for i, tr := range ts {
 		if len(tr.Runs) == 0 {
