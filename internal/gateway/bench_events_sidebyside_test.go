@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
 	"github.com/aegis-sentinel/aegis/internal/upstream"
@@ -175,14 +176,17 @@ func BenchmarkEventDialectsLlamaServer(b *testing.B) {
 // its first text delta and the whole text.
 func firstDelta(c *http.Client, url string, body []byte) (time.Duration, string, error) {
 	t0 := time.Now()
-	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
-	if errors.Is(err, io.EOF) {
-		// llama-server closes the connection after a Responses stream
-		// without saying so: the next request on it dies unanswered. Send
-		// it again, as curl does and Aegis and the proxy do upstream, on
-		// the same clock.
-		resp, err = c.Post(url, "application/json", bytes.NewReader(body))
-	}
+	// llama-server closes the connection after a Responses stream without
+	// saying so: the next request on it dies unanswered. It is sent again,
+	// as curl does and Aegis and the proxy do upstream, on the same clock.
+	resp, err := llamaserver.Resend(context.Background(), 1, func(ctx context.Context) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return c.Do(req)
+	})
 	if err != nil {
 		return 0, "", err
 	}

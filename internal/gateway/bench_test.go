@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aegis-sentinel/aegis/internal/events"
+	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/sse"
 	"github.com/aegis-sentinel/aegis/internal/testbed"
@@ -156,22 +156,25 @@ func reverseProxy(tb testing.TB, target string) *httptest.Server {
 }
 
 // resendOnEOF sends a request again, once, when its pooled connection
-// died before an answer, as Aegis does upstream: llama-server closes the
-// connection after a Responses stream without saying so.
+// died before an answer, as Aegis does upstream (llamaserver.Resend):
+// llama-server closes the connection after a Responses stream without
+// saying so.
 type resendOnEOF struct{ http.RoundTripper }
 
 func (t resendOnEOF) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.RoundTripper.RoundTrip(r)
-	if errors.Is(err, io.EOF) && r.GetBody != nil {
-		body, gerr := r.GetBody()
-		if gerr != nil {
-			return nil, err
+	first := true
+	return llamaserver.Resend(r.Context(), 1, func(ctx context.Context) (*http.Response, error) {
+		req := r.WithContext(ctx)
+		if !first {
+			body, err := r.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req.Body = body
 		}
-		r = r.Clone(r.Context())
-		r.Body = body
-		return t.RoundTripper.RoundTrip(r)
-	}
-	return resp, err
+		first = false
+		return t.RoundTripper.RoundTrip(req)
+	})
 }
 
 // overhead runs b.N rounds of the same streaming request directly, through

@@ -6,20 +6,14 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/chunkscan"
 )
 
-// splitBody reads a request body as a top-level JSON object: the result
-// is what json.Unmarshal into a rawBody gives, error text included, but a
-// valid body is split into its members with one light pass instead of a
-// full decode. The members are slices of raw (capacity-capped, so an
-// append never writes into raw), not copies.
-func splitBody(raw []byte) (rawBody, error) {
-	b, _, err := splitRequest(raw)
-	return b, err
-}
-
-// splitRequest is splitBody that also reports whether raw says exactly
-// what its members say: each member name plain and given once, so the
-// upstream, whatever its parser, reads the same request from raw as from
-// the members encoded again.
+// splitRequest reads a request body as a top-level JSON object: the
+// result is what json.Unmarshal into a rawBody gives, error text included,
+// but a valid body is split into its members with one light pass instead
+// of a full decode. The members are slices of raw (capacity-capped, so an
+// append never writes into raw), not copies. exact reports whether raw
+// says exactly what its members say: each member name plain and given
+// once, so the upstream, whatever its parser, reads the same request from
+// raw as from the members encoded again.
 func splitRequest(raw []byte) (b rawBody, exact bool, err error) {
 	if b, n, ok := splitObject(raw); ok {
 		return b, n == len(b), nil

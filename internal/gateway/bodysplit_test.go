@@ -13,7 +13,7 @@ import (
 	"github.com/aegis-sentinel/aegis/internal/upstream"
 )
 
-// bodySplitCases are bodies whose decoding splitBody must give exactly as
+// bodySplitCases are bodies whose decoding splitRequest must give exactly as
 // json.Unmarshal does (members, errors and their text) when they are valid.
 // exact is what splitRequest must say of the body: it reads the same
 // however a parser treats names given twice or escaped.
@@ -42,7 +42,7 @@ var bodySplitCases = []struct {
 	{"empty", ``, false},
 }
 
-// checkSplitBody checks splitBody against json.Unmarshal on a valid body,
+// checkSplitBody checks splitRequest against json.Unmarshal on a valid body,
 // and that an invalid one is never refused with an error of its own.
 func checkSplitBody(t *testing.T, raw []byte) {
 	t.Helper()
@@ -66,19 +66,19 @@ func checkSplitBody(t *testing.T, raw []byte) {
 	}
 	if !json.Valid(raw) {
 		if err != nil && err.Error() != wantErr.Error() {
-			t.Fatalf("splitBody(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
+			t.Fatalf("splitRequest(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
 		}
 		return
 	}
 	if (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
-		t.Fatalf("splitBody(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
+		t.Fatalf("splitRequest(%q): error %v, json.Unmarshal: %v", raw, err, wantErr)
 	}
 	if (got == nil) != (want == nil) || len(got) != len(want) {
-		t.Fatalf("splitBody(%q) = %q, json.Unmarshal: %q", raw, got, want)
+		t.Fatalf("splitRequest(%q) = %q, json.Unmarshal: %q", raw, got, want)
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || !bytes.Equal(g, v) {
-			t.Fatalf("splitBody(%q)[%q] = %q, json.Unmarshal: %q", raw, k, g, v)
+			t.Fatalf("splitRequest(%q)[%q] = %q, json.Unmarshal: %q", raw, k, g, v)
 		}
 	}
 }
@@ -141,7 +141,7 @@ func TestUpstreamGetsRequestAsSent(t *testing.T) {
 // into the request bytes it was split from.
 func TestSplitBodyDoesNotAlias(t *testing.T) {
 	raw := []byte(`{"a":"x","b":"y"}`)
-	b, err := splitBody(raw)
+	b, _, err := splitRequest(raw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,13 +36,13 @@ func (g *Gateway) serveGenerate(w http.ResponseWriter, r *http.Request, route di
 		return
 	}
 	// Splitting the body into members validates it.
-	body, exact, err := splitRequest(raw)
-	if exact {
-		x.req.raw = raw
-	}
-	if x.req.body = body; err != nil || x.req.body == nil {
+	var exact bool
+	if x.req.body, exact, err = splitRequest(raw); err != nil || x.req.body == nil {
 		x.reject(http.StatusBadRequest, apiError{Message: "request body is not a JSON object: " + errText(err), Type: "invalid_request_error", Code: "aegis_bad_request"})
 		return
+	}
+	if exact {
+		x.req.raw = raw
 	}
 	if g.loadUnload(w, r, route, x.req.body, raw) {
 		return
