@@ -3,6 +3,7 @@ package secretrules
 import (
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -57,14 +58,14 @@ func (ar *allowRegexes) add(expr string) error {
 }
 
 // build makes the filter once every expression is added.
-func (ar *allowRegexes) build() {
+func (ar *allowRegexes) build(l *literals) {
 	if len(ar.pieces) > maxRules {
 		return
 	}
 	var lits []string
 	var owners []int
 	for i, re := range ar.trees {
-		set, ok := required(re)
+		set, ok := l.required(re)
 		if !ok {
 			ar.always.set(i)
 			continue
@@ -89,7 +90,7 @@ func (ar *allowRegexes) match(target string) bool {
 		return false
 	}
 	cand := ar.always
-	ar.filter.scan(0, unsafe.Slice(unsafe.StringData(target), len(target)), &cand)
+	ar.filter.scan(unsafe.Slice(unsafe.StringData(target), len(target)), &cand)
 	for w := range cand {
 		for m := cand[w]; m != 0; m &= m - 1 {
 			if ar.pieces[w*64+trailingZeros(m)].MatchString(target) {
@@ -109,13 +110,42 @@ func isASCII(s string) bool {
 	return true
 }
 
+// asciiStrings holds every ASCII byte, for one-byte strings that need no
+// allocation.
+const asciiStrings = "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f" +
+	"\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f" +
+	" !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~\x7f"
+
 // maxExact bounds the strings exact enumerates for one expression.
 const maxExact = 256
+
+// literals reads the strings a regex's matches hold; it remembers what
+// it read of each node, as required and prefixes read a node's children
+// again at every level above them.
+type literals struct {
+	memo map[*syntax.Regexp]exactResult
+}
+
+type exactResult struct {
+	set []string
+	ok  bool
+}
+
+func newLiterals() *literals { return &literals{memo: map[*syntax.Regexp]exactResult{}} }
 
 // exact returns every string re matches (lower case, ASCII), when they
 // are few: literals, small classes, optional parts and alternations of
 // those.
-func exact(re *syntax.Regexp) ([]string, bool) {
+func (l *literals) exact(re *syntax.Regexp) ([]string, bool) {
+	if r, ok := l.memo[re]; ok {
+		return r.set, r.ok
+	}
+	set, ok := l.exactOf(re)
+	l.memo[re] = exactResult{set, ok}
+	return set, ok
+}
+
+func (l *literals) exactOf(re *syntax.Regexp) ([]string, bool) {
 	switch re.Op {
 	case syntax.OpEmptyMatch:
 		return []string{""}, true
@@ -129,7 +159,8 @@ func exact(re *syntax.Regexp) ([]string, bool) {
 		}
 		return []string{sb.String()}, true
 	case syntax.OpCharClass:
-		var set []string
+		var seen [128]bool
+		n := 0
 		for i := 0; i+1 < len(re.Rune); i += 2 {
 			lo, hi := re.Rune[i], re.Rune[i+1]
 			if hi >= 0x80 && lo < 0x80 {
@@ -142,45 +173,61 @@ func exact(re *syntax.Regexp) ([]string, bool) {
 				return nil, false
 			}
 			for r := lo; r <= hi; r++ {
-				c := string(rune(lowerByte(byte(r))))
-				if !contains(set, c) {
-					set = append(set, c)
+				if c := lowerByte(byte(r)); !seen[c] {
+					seen[c] = true
+					n++
 				}
 			}
 		}
-		return set, len(set) > 0 && len(set) <= 32
+		if n == 0 || n > 32 {
+			return nil, false
+		}
+		set := make([]string, 0, n)
+		for c := range seen {
+			if seen[c] {
+				set = append(set, asciiStrings[c:c+1])
+			}
+		}
+		return set, true
 	case syntax.OpCapture:
-		return exact(re.Sub[0])
+		return l.exact(re.Sub[0])
 	case syntax.OpQuest:
-		set, ok := exact(re.Sub[0])
+		set, ok := l.exact(re.Sub[0])
 		if !ok || contains(set, "") {
 			return set, ok
 		}
-		return append(set, ""), true
+		return append(slices.Clip(set), ""), true // set may be remembered: never append in place
 	case syntax.OpAlternate:
 		var set []string
+		seen := map[string]bool{}
 		for _, sub := range re.Sub {
-			s, ok := exact(sub)
+			s, ok := l.exact(sub)
 			if !ok || len(set)+len(s) > maxExact {
 				return nil, false
 			}
 			for _, x := range s {
-				if !contains(set, x) {
+				if !seen[x] {
+					seen[x] = true
 					set = append(set, x)
 				}
 			}
 		}
 		return set, true
 	case syntax.OpConcat:
+		// The children's sets first: a product past maxExact fails
+		// before any string of it is built.
+		sets := make([][]string, len(re.Sub))
+		n := 1
+		for i, sub := range re.Sub {
+			s, ok := l.exact(sub)
+			if n *= len(s); !ok || n > maxExact {
+				return nil, false
+			}
+			sets[i] = s
+		}
 		set := []string{""}
-		for _, sub := range re.Sub {
-			s, ok := exact(sub)
-			if !ok {
-				return nil, false
-			}
-			if set = cross(set, s); set == nil {
-				return nil, false
-			}
+		for _, s := range sets {
+			set = cross(set, s)
 		}
 		return set, true
 	}
@@ -188,14 +235,23 @@ func exact(re *syntax.Regexp) ([]string, bool) {
 }
 
 // cross returns every a followed by every b, or nil past maxExact.
-func cross(a, b []string) []string {
-	if len(a)*len(b) > maxExact {
+func cross(a, b []string) []string { return crossN(a, b, maxExact) }
+
+// maxRun bounds the strings of a run of known children that required
+// crosses: a longer run needs ever more of them for one more byte.
+const maxRun = 64
+
+// crossN returns every a followed by every b, or nil past n.
+func crossN(a, b []string, n int) []string {
+	if len(a)*len(b) > n {
 		return nil
 	}
 	out := make([]string, 0, len(a)*len(b))
+	seen := make(map[string]bool, len(a)*len(b))
 	for _, x := range a {
 		for _, y := range b {
-			if s := x + y; !contains(out, s) {
+			if s := x + y; !seen[s] {
+				seen[s] = true
 				out = append(out, s)
 			}
 		}
@@ -225,18 +281,18 @@ func shortest(set []string) int {
 
 // required returns strings (lower case, ASCII) one of which every match
 // of re contains, or ok false when it cannot tell.
-func required(re *syntax.Regexp) (set []string, ok bool) {
-	if s, ok := exact(re); ok {
+func (l *literals) required(re *syntax.Regexp) (set []string, ok bool) {
+	if s, ok := l.exact(re); ok {
 		return s, shortest(s) > 0
 	}
 	switch re.Op {
 	case syntax.OpCapture, syntax.OpPlus:
-		return required(re.Sub[0])
+		return l.required(re.Sub[0])
 	case syntax.OpRepeat:
 		if re.Min == 0 {
 			return nil, false
 		}
-		return required(re.Sub[0])
+		return l.required(re.Sub[0])
 	case syntax.OpConcat:
 		// The best of: each child's required strings, and each run of
 		// children whose strings are all known, crossed.
@@ -248,26 +304,32 @@ func required(re *syntax.Regexp) (set []string, ok bool) {
 		}
 		run := []string{""}
 		for _, sub := range re.Sub {
-			if s, ok := exact(sub); ok {
-				if run = cross(run, s); run != nil {
+			if s, ok := l.exact(sub); ok {
+				if run = crossN(run, s, maxRun); run != nil {
 					try(run)
 					continue
 				}
 				run = []string{""}
-				if run = cross(run, s); run != nil {
+				if run = crossN(run, s, maxRun); run != nil {
 					try(run)
 					continue
 				}
 			}
+			// The run goes on into sub's first bytes, when they are
+			// known (an alternation that the parser factored, like
+			// A(?:KIA|SIA|3T[0-9A-Z])).
+			if p := crossN(run, l.prefixes(sub), maxRun); p != nil {
+				try(p)
+			}
 			run = []string{""}
-			if s, ok := required(sub); ok {
+			if s, ok := l.required(sub); ok {
 				try(s)
 			}
 		}
 		return set, best > 0
 	case syntax.OpAlternate:
 		for _, sub := range re.Sub {
-			s, ok := required(sub)
+			s, ok := l.required(sub)
 			if !ok {
 				return nil, false
 			}
@@ -276,4 +338,51 @@ func required(re *syntax.Regexp) (set []string, ok bool) {
 		return set, len(set) > 0
 	}
 	return nil, false
+}
+
+// prefixes returns strings (lower case, ASCII) one of which every match
+// of re begins with; "" among them when it cannot tell.
+func (l *literals) prefixes(re *syntax.Regexp) []string {
+	if s, ok := l.exact(re); ok {
+		return s
+	}
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return l.prefixes(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Min > 0 {
+			return l.prefixes(re.Sub[0])
+		}
+	case syntax.OpConcat:
+		run := []string{""}
+		for _, sub := range re.Sub {
+			s, ok := l.exact(sub)
+			if !ok {
+				s = l.prefixes(sub)
+			}
+			next := cross(run, s)
+			if next == nil {
+				return run
+			}
+			run = next
+			if !ok {
+				return run
+			}
+		}
+		return run
+	case syntax.OpAlternate:
+		var set []string
+		for _, sub := range re.Sub {
+			for _, x := range l.prefixes(sub) {
+				if len(set) >= maxExact {
+					return []string{""}
+				}
+				if !contains(set, x) {
+					set = append(set, x)
+				}
+			}
+		}
+		return set
+	}
+	return []string{""}
 }

@@ -66,7 +66,7 @@ func allowTargets(exprs []string) []string {
 		var words []string
 		for _, p := range ar.pieces {
 			if re, err := syntax.Parse(p.String(), syntax.Perl); err == nil {
-				set, _ := required(re)
+				set, _ := newLiterals().required(re)
 				words = append(words, set...)
 			}
 		}
@@ -95,7 +95,7 @@ func TestAllowFilterAgrees(t *testing.T) {
 		if err := ar.add(x); err != nil {
 			t.Fatal(err)
 		}
-		ar.build()
+		ar.build(newLiterals())
 		for _, tg := range targets {
 			w, got := whole.MatchString(tg), ar.match(tg)
 			if w != got {
@@ -123,7 +123,7 @@ func FuzzAllowFilter(f *testing.F) {
 		if err := split[i].add(x); err != nil {
 			f.Fatal(err)
 		}
-		split[i].build()
+		split[i].build(newLiterals())
 	}
 	f.Fuzz(func(t *testing.T, tg string) {
 		for i := range exprs {

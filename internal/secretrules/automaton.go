@@ -8,8 +8,14 @@ const maxRules = 4 * 64
 // bits is a set of rule indices.
 type bits [maxRules / 64]uint64
 
-func (b *bits) set(i int)   { b[i/64] |= 1 << (i % 64) }
-func (b *bits) or(o *bits)  { b[0] |= o[0]; b[1] |= o[1]; b[2] |= o[2]; b[3] |= o[3] }
+func (b *bits) set(i int)  { b[i/64] |= 1 << (i % 64) }
+func (b *bits) or(o *bits) { b[0] |= o[0]; b[1] |= o[1]; b[2] |= o[2]; b[3] |= o[3] }
+func (b *bits) orNot(o, not *bits) {
+	b[0] |= o[0] &^ not[0]
+	b[1] |= o[1] &^ not[1]
+	b[2] |= o[2] &^ not[2]
+	b[3] |= o[3] &^ not[3]
+}
 func (b *bits) empty() bool { return b[0]|b[1]|b[2]|b[3] == 0 }
 
 func trailingZeros(x uint64) int { return mbits.TrailingZeros64(x) }
@@ -20,8 +26,12 @@ func trailingZeros(x uint64) int { return mbits.TrailingZeros64(x) }
 type automaton struct {
 	class   [256]uint8
 	classes int
-	next    []int32 // state*classes + class -> state
-	depth   []int32 // length of the string a state stands for
+	// trans maps state*classes + class to the next state, written as
+	// its row (state*classes) with the sign bit set when it has outputs:
+	// the scanning loop needs one load a byte and tests outputs without a
+	// second one.
+	trans []int32
+	depth []int32 // length of the string a state stands for
 	// out marks, by state, the rules whose keyword ends here (its own
 	// and, through the failure links, its suffixes'); outAt indexes
 	// outs, -1 for none.
@@ -79,7 +89,7 @@ func buildAutomaton(keywords []string, owners []int) automaton {
 		nodes[s].has = true
 	}
 	// Breadth-first: failure links and the dense table.
-	a.next = make([]int32, len(nodes)*n)
+	next := make([]int32, len(nodes)*n) // state*classes + class -> state
 	a.depth = make([]int32, len(nodes))
 	queue := []int32{0}
 	for len(queue) > 0 {
@@ -93,12 +103,12 @@ func buildAutomaton(keywords []string, owners []int) automaton {
 		for c := 0; c < n; c++ {
 			if nx, ok := nodes[s].child[uint8(c)]; ok && c != 0 {
 				if s != 0 {
-					nodes[nx].fail = a.next[int(nodes[s].fail)*n+c]
+					nodes[nx].fail = next[int(nodes[s].fail)*n+c]
 				}
-				a.next[int(s)*n+c] = nx
+				next[int(s)*n+c] = nx
 				queue = append(queue, nx)
 			} else if s != 0 {
-				a.next[int(s)*n+c] = a.next[int(nodes[s].fail)*n+c]
+				next[int(s)*n+c] = next[int(nodes[s].fail)*n+c]
 			}
 		}
 	}
@@ -110,21 +120,28 @@ func buildAutomaton(keywords []string, owners []int) automaton {
 			a.outs = append(a.outs, nodes[i].out)
 		}
 	}
+	a.trans = make([]int32, len(next))
+	for i, st := range next {
+		a.trans[i] = st * int32(n)
+		if nodes[st].has {
+			a.trans[i] |= outFlag
+		}
+	}
 	return a
 }
 
-// scan feeds p from state st, adds the rules whose keywords end in p to
-// hits, and returns the state after p and the index in p of the last
-// byte that ended a keyword (-1 for none).
-func (a *automaton) scan(st int32, p []byte, hits *bits) (int32, int) {
-	last := -1
-	n := int32(a.classes)
-	for i, c := range p {
-		st = a.next[st*n+int32(a.class[c])]
-		if o := a.outAt[st]; o >= 0 {
-			hits.or(&a.outs[o])
-			last = i
+// outFlag marks a transition into a state with outputs.
+const outFlag = -1 << 31
+
+// scan feeds p from the start state and adds the rules whose keywords
+// end in p to hits.
+func (a *automaton) scan(p []byte, hits *bits) {
+	row := int32(0)
+	for _, c := range p {
+		x := a.trans[row+int32(a.class[c])]
+		row = x &^ outFlag
+		if x < 0 {
+			hits.or(&a.outs[a.outAt[row/int32(a.classes)]])
 		}
 	}
-	return st, last
 }

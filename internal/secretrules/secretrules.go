@@ -6,7 +6,8 @@
 // is the rule's secret group (or its first non-empty group), a rule's
 // minimum Shannon entropy must be exceeded, and the global and per-rule
 // allow-lists (documented example keys such as AKIAIOSFODNN7EXAMPLE,
-// template placeholders, stop words) drop what they name.
+// template placeholders, stop words) drop what they name, and a generic
+// rule's finding gives way to a specific rule's that holds its secret.
 //
 // The rules are used as data rather than through the gitleaks Go module:
 // the module's detect and config packages pull in viper, lipgloss, zerolog,
@@ -28,6 +29,7 @@ import (
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -94,6 +96,17 @@ type Rule struct {
 	// byte; see stream.go. keywords are the rule's, lower-cased.
 	anchored *regexp.Regexp
 	keywords []string
+	// inSecret: every secret of the rule holds one of its keywords, so a
+	// keyword that ended before a word cannot wake the rule for it.
+	inSecret bool
+	// need are strings (lower case) one of which every match holds, when
+	// a keyword alone does not imply one: the rule is not run on an ASCII
+	// window that holds none. jwt wakes on "ey" in every "KEY" but needs
+	// ".ey".
+	need []string
+	// generic rules give way to a specific rule that found the same
+	// secret, as gitleaks reports them.
+	generic bool
 }
 
 // assignOp is the operator group gitleaks' context rules share.
@@ -127,6 +140,8 @@ type Set struct {
 	maxReach int
 	// always are the rules without keywords (run on every text).
 	always bits
+	// inSecret are the rules whose secret always holds a keyword.
+	inSecret bits
 }
 
 type tomlAllow struct {
@@ -179,13 +194,14 @@ func Parse(data []byte) (*Set, error) {
 		return nil, fmt.Errorf("secretrules: %w", err)
 	}
 	s := &Set{}
+	lits := newLiterals()
 	var globals []tomlAllow
 	if cfg.Allowlist != nil {
 		globals = append(globals, *cfg.Allowlist)
 	}
 	globals = append(globals, cfg.Allowlists...)
 	for i, a := range globals {
-		al, ok, err := compileAllow(a)
+		al, ok, err := compileAllow(a, lits)
 		if err != nil {
 			return nil, fmt.Errorf("secretrules: global allow-list %d: %w", i, err)
 		}
@@ -232,8 +248,14 @@ func Parse(data []byte) (*Set, error) {
 				rule.keywords = append(rule.keywords, strings.ToLower(k))
 			}
 		}
+		lower := make([]string, len(r.Keywords))
+		for j, k := range r.Keywords {
+			lower[j] = strings.ToLower(k)
+		}
+		rule.inSecret, rule.need = literalFacts(lits, r.Regex, r.SecretGroup, lower)
+		rule.generic = strings.Contains(strings.ToLower(r.ID), "generic")
 		for j, a := range r.Allowlists {
-			al, ok, err := compileAllow(a)
+			al, ok, err := compileAllow(a, lits)
 			if err != nil {
 				return nil, fmt.Errorf("secretrules: rule %s allow-list %d: %w", r.ID, j, err)
 			}
@@ -248,6 +270,9 @@ func Parse(data []byte) (*Set, error) {
 		s.rules = append(s.rules, rule)
 		if len(r.Keywords) == 0 {
 			s.always.set(idx)
+		}
+		if rule.inSecret {
+			s.inSecret.set(idx)
 		}
 		for _, k := range r.Keywords {
 			keywords = append(keywords, strings.ToLower(k))
@@ -301,9 +326,68 @@ func anchorAtKeyword(expr string) (*regexp.Regexp, error) {
 	return a, nil
 }
 
+// maxNeed bounds the strings a rule's window is searched for.
+const maxNeed = 16
+
+// literalFacts reads what a rule's regex says about its keywords (lower
+// case). inSecret: the secret the rule reports (group, or every group and
+// the whole match when the first non-empty one is reported) always holds
+// a keyword. need: strings one of which every match holds, nil when every
+// keyword already holds one of them (the window the rule runs on always
+// holds a keyword). Both come from required, which reads ASCII: the
+// stream uses them only on ASCII text.
+func literalFacts(l *literals, expr string, group int, keywords []string) (inSecret bool, need []string) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil || len(keywords) == 0 {
+		return false, nil
+	}
+	re = re.Simplify()
+	// implied reports whether every string in set holds a keyword.
+	holdsKeyword := func(x *syntax.Regexp) bool {
+		set, ok := l.required(x)
+		if !ok {
+			return false
+		}
+		for _, s := range set {
+			if !slices.ContainsFunc(keywords, func(k string) bool { return strings.Contains(s, k) }) {
+				return false
+			}
+		}
+		return true
+	}
+	var groups []*syntax.Regexp
+	var walk func(*syntax.Regexp)
+	walk = func(x *syntax.Regexp) {
+		if x.Op == syntax.OpCapture && (group == 0 || x.Cap == group) {
+			groups = append(groups, x)
+		}
+		for _, sub := range x.Sub {
+			walk(sub)
+		}
+	}
+	walk(re)
+	if group == 0 {
+		groups = append(groups, re) // no group took part: the whole match
+	}
+	inSecret = len(groups) > 0
+	for _, g := range groups {
+		inSecret = inSecret && holdsKeyword(g)
+	}
+	set, ok := l.required(re)
+	if !ok || len(set) > maxNeed {
+		return inSecret, nil
+	}
+	for _, k := range keywords {
+		if !slices.ContainsFunc(set, func(s string) bool { return strings.Contains(k, s) }) {
+			return inSecret, set
+		}
+	}
+	return inSecret, nil
+}
+
 // compileAllow compiles an allow-list; ok is false when nothing in it can
 // apply to model output (it needs a file path or a commit).
-func compileAllow(a tomlAllow) (allowList, bool, error) {
+func compileAllow(a tomlAllow, l *literals) (allowList, bool, error) {
 	al := allowList{target: a.RegexTarget, and: strings.EqualFold(a.Condition, "AND")}
 	if al.and && (len(a.Paths) > 0 || len(a.Commits) > 0) {
 		return al, false, nil // a path or commit that output never has
@@ -313,7 +397,7 @@ func compileAllow(a tomlAllow) (allowList, bool, error) {
 			return al, false, err
 		}
 	}
-	al.regexes.build()
+	al.regexes.build(l)
 	for _, w := range a.StopWords {
 		al.stopwords = append(al.stopwords, strings.ToLower(w))
 	}
@@ -335,7 +419,7 @@ func (s *Set) Rules() []string {
 // Find returns the credentials in text, in order of Start.
 func (s *Set) Find(text string, out []Match) []Match {
 	var hits bits
-	s.ac.scan(0, []byte(text), &hits)
+	s.ac.scan([]byte(text), &hits)
 	return s.judge(text, 0, &hits, out)
 }
 
@@ -350,33 +434,54 @@ func (s *Set) IsSecret(v string) (string, bool) {
 
 // judge runs the rules in hits (and those without keywords) over text,
 // whose first byte is at offset base, and appends what survives the
-// filters.
+// filters: the specific rules first, then the generic ones, whose secret
+// gives way to a specific rule's that holds it, as gitleaks reports them.
 func (s *Set) judge(text string, base int, hits *bits, out []Match) []Match {
-	for w := range hits {
-		for m := hits[w] | s.always[w]; m != 0; m &= m - 1 {
-			i := w*64 + trailingZeros(m)
-			out = s.rules[i].find(s, text, base, out)
+	first := len(out)
+	var found []int
+	for _, generic := range []bool{false, true} {
+		if generic {
+			for _, m := range out[first:] {
+				found = append(found, m.Start, m.End)
+			}
+		}
+		for w := range hits {
+			for m := hits[w] | s.always[w]; m != 0; m &= m - 1 {
+				i := w*64 + trailingZeros(m)
+				if s.rules[i].generic == generic {
+					out = s.rules[i].find(s, text, base, found, out)
+				}
+			}
 		}
 	}
+	slices.SortStableFunc(out[first:], func(a, b Match) int { return a.Start - b.Start })
 	return out
 }
 
-func (r *Rule) find(s *Set, text string, base int, out []Match) []Match {
+// find appends the rule's matches in text (at offset base); found are
+// spans, start and end, whose secrets a match gives way to.
+func (r *Rule) find(s *Set, text string, base int, found []int, out []Match) []Match {
 	for _, loc := range r.re.FindAllStringSubmatchIndex(text, -1) {
-		out = r.judge(s, text, base, loc, loc[0], out)
+		out = r.judge(s, text, base, loc, loc[0], found, out)
 	}
 	return out
 }
 
 // judge takes one match of the rule in text (loc as the regexp package
 // gives it; the match text begins at ms, which an anchored match moves
-// back over its context), picks the secret, applies the entropy test and
-// the allow-lists, and appends what survives.
-func (r *Rule) judge(s *Set, text string, base int, loc []int, ms int, out []Match) []Match {
+// back over its context), picks the secret, gives way when the secret
+// lies inside one of the found spans, applies the entropy test and the
+// allow-lists, and appends what survives.
+func (r *Rule) judge(s *Set, text string, base int, loc []int, ms int, found []int, out []Match) []Match {
 	ms, me := trimNewlines(text, ms, loc[1])
 	ss, se := r.secretSpan(loc, ms, me)
 	if ss < 0 || se <= ss {
 		return out
+	}
+	for i := 0; i+1 < len(found); i += 2 {
+		if found[i] <= base+ss && base+se <= found[i+1] {
+			return out
+		}
 	}
 	secret := text[ss:se]
 	if r.entropy != 0 && Entropy(secret) <= r.entropy {
@@ -442,7 +547,7 @@ func allowed(lists []allowList, secret, match, line string) bool {
 		sw := false
 		if len(a.stopwords) > 0 {
 			var hit bits
-			a.stop.scan(0, unsafe.Slice(unsafe.StringData(secret), len(secret)), &hit)
+			a.stop.scan(unsafe.Slice(unsafe.StringData(secret), len(secret)), &hit)
 			sw = !hit.empty()
 		}
 		if a.and {

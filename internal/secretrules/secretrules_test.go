@@ -1,6 +1,7 @@
 package secretrules
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"regexp/syntax"
@@ -289,4 +290,126 @@ func TestStreamEqualsFind(t *testing.T) {
 			t.Errorf("%s: %d matches, the text is meant to be full of them", name, len(found))
 		}
 	}
+}
+
+// TestGenericGivesWay checks that a generic rule's finding gives way to a
+// specific rule's that holds the same secret, as gitleaks reports them,
+// and stands where no specific rule knows the key.
+func TestGenericGivesWay(t *testing.T) {
+	cases := []struct {
+		name, text, rule string
+	}{
+		{"github token in an assignment", "GITHUB_TOKEN=ghp_8kZq3Lm2Nx7Vb4Qw9Er1Ty6Ui0Op5As3Df8G\n", "github-pat"},
+		{"stripe key in an assignment", "STRIPE_SECRET_KEY=sk_live_51HqLyjWDarjtT1zdp7dcXz\n", "stripe-access-token"},
+		{"unknown vendor's key", `export DATADOG_API_KEY="Zq8kW2vR5xLm3NpT7bY4cH9dJ6fG1sAe"` + "\n", "generic-api-key"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for name, got := range map[string][]Match{"Find": Default().Find(c.text, nil), "stream": streamAll(c.text, nil)} {
+				if len(got) != 1 || got[0].Rule != c.rule {
+					t.Errorf("%s: %+v, want one finding of %s", name, got, c.rule)
+				}
+			}
+		})
+	}
+}
+
+// TestLiteralFacts checks what the stream's shortcuts read from a rule's
+// regex: whether its secret always holds a keyword, and the strings a
+// window must hold before the rule runs.
+func TestLiteralFacts(t *testing.T) {
+	cases := []struct {
+		rule     string
+		inSecret bool
+		need     []string
+	}{
+		{"aws-access-token", true, nil},                        // A(?:KIA|SIA|3T...) after the parser factors it
+		{"github-pat", true, nil},                              // ghp_
+		{"jwt", true, []string{".ey"}},                         // wakes on "ey" in every "key"
+		{"generic-api-key", false, nil},                        // the keyword stands before the secret
+		{"gocardless-api-token", true, []string{"gocardless"}}, // woken by live_ alone
+	}
+	rules := map[string]*Rule{}
+	for i := range Default().rules {
+		rules[Default().rules[i].ID] = &Default().rules[i]
+	}
+	for _, c := range cases {
+		r := rules[c.rule]
+		if r == nil {
+			t.Fatalf("no rule %s", c.rule)
+		}
+		if r.inSecret != c.inSecret || !slices.Equal(r.need, c.need) {
+			t.Errorf("%s: inSecret %v need %q, want %v %q", c.rule, r.inSecret, r.need, c.inSecret, c.need)
+		}
+	}
+}
+
+// mixedText is lines of the kinds' keys in the forms configuration files
+// and answers hold them: assignments with several keywords, a value on
+// the line after its key, quoted and bare, and prose between.
+func mixedText(r *rand.Rand, lines int) string {
+	forms := []string{
+		"%s\n", "AWS_SECRET_ACCESS_KEY=%s\n", "api_key: \"%s\"\n", "token:\n  %s\n", "password = '%s' # staging\n",
+		"the key is %s, rotate it\n", "Authorization: Bearer %s\n", "KEY_ID=%s SECRET_KEY=%s\n",
+	}
+	var keys []string
+	for _, k := range kinds {
+		if k.rule != "" {
+			keys = append(keys, k.text)
+		}
+	}
+	keys = append(keys, "Zq8kW2vR5xLm3NpT7bY4cH9dJ6fG1sAe", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzq8kW2vR5x")
+	var sb strings.Builder
+	for range lines {
+		f := forms[r.IntN(len(forms))]
+		args := []any{keys[r.IntN(len(keys))], keys[r.IntN(len(keys))]}
+		sb.WriteString(fmt.Sprintf(f, args[:strings.Count(f, "%s")]...))
+		if r.IntN(3) == 0 {
+			sb.WriteString("Nothing else changed in the access layer.\n")
+		}
+	}
+	return sb.String()
+}
+
+// TestStreamEqualsFindMixed runs the stream and Find over many mixed
+// texts, split at random.
+func TestStreamEqualsFindMixed(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 9))
+	for i := range 40 {
+		text := mixedText(r, 12)
+		found := Default().Find(text, nil)
+		slices.SortFunc(found, func(a, b Match) int {
+			if a.Start != b.Start {
+				return a.Start - b.Start
+			}
+			return strings.Compare(a.Rule, b.Rule)
+		})
+		if got := splitCheck(t, text, r); !slices.Equal(got, found) {
+			t.Fatalf("text %d: stream %d matches, Find %d\n%s\nstream %+v\nFind   %+v", i, len(got), len(found), text, got, found)
+		}
+	}
+}
+
+// FuzzStreamFindsWhatFindFinds checks the stream's shortcuts against
+// Find on texts the fuzzer derives from mixed configuration text: every
+// credential Find reports, the stream reports. (The stream may report
+// more: it judges a word when the word ends, where Find reads the whole
+// text, and a curl command's header it judged is not taken back.)
+func FuzzStreamFindsWhatFindFinds(f *testing.F) {
+	r := rand.New(rand.NewPCG(35, 10))
+	for range 8 {
+		f.Add(mixedText(r, 3))
+	}
+	f.Add("curl -H \"AuthoriZAtion:01789A2B\"00")
+	f.Fuzz(func(t *testing.T, text string) {
+		if len(text) > 2048 {
+			return
+		}
+		got := streamAll(text, nil)
+		for _, m := range Default().Find(text, nil) {
+			if !slices.Contains(got, m) {
+				t.Fatalf("Find's %+v missed by the stream, which found %+v", m, got)
+			}
+		}
+	})
 }

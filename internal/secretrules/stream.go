@@ -17,11 +17,20 @@ import "unsafe"
 // so the context a rule reads ("stripe ... = VALUE") is there, and the
 // judging points depend only on the bytes, not on how they arrived.
 //
+// Three shortcuts keep text full of keys cheap, each read from the rules'
+// regexes when the set is compiled (literalFacts): a keyword before the
+// word does not wake a rule whose secret always holds a keyword (the
+// previous line's "AKIA" cannot start this line's AWS key); a rule whose
+// matches all hold a string its keywords do not (jwt's ".ey", woken by
+// the "ey" of every "KEY") runs only on a window holding it; and a
+// context rule that matched from a keyword when a word ended is not run
+// from that keyword again for the words after it.
+//
 // Held reports where the word in progress begins: no match can start
 // before it any more.
 type Stream struct {
 	set       *Set
-	st        int32
+	st        int32 // the automaton's state, as its row in trans
 	buf       []byte
 	bufStart  int // offset of buf[0]
 	off       int
@@ -36,6 +45,12 @@ type Stream struct {
 	scratch []Match
 	tried   []int // keyword starts an anchored rule was run at
 	spans   []int // secret spans an anchored rule judged, start and end
+	// found are the secret spans specific rules reported for the word in
+	// hand, start and end: a generic rule's secret inside one gives way.
+	found []int
+	// settled are keyword offsets and anchored rules, in pairs: the rule
+	// matched from that keyword (or over it) when an earlier word ended.
+	settled []int
 }
 
 // judged reports whether the span s..e was judged for the rule in hand,
@@ -100,11 +115,14 @@ var breaks = func() (t [256]bool) {
 func (z *Stream) Write(p []byte, report func(Match, string)) {
 	a := &z.set.ac
 	n := int32(a.classes)
-	st := z.st
+	row := z.st // the state's row in a.trans
 	start := 0
 	for i, c := range p {
-		st = a.next[st*n+int32(a.class[c])]
-		if o := a.outAt[st]; o >= 0 {
+		x := a.trans[row+int32(a.class[c])]
+		row = x &^ outFlag
+		if x < 0 {
+			st := row / n
+			o := a.outAt[st]
 			at := z.off + i + 1
 			z.recent[z.nRecent%len(z.recent)] = hit{start: at - int(a.depth[st]), end: at, out: o}
 			z.nRecent++
@@ -120,7 +138,7 @@ func (z *Stream) Write(p []byte, report func(Match, string)) {
 			z.wordStart = z.off + i
 		}
 	}
-	z.st = st
+	z.st = row
 	z.append(p[start:])
 	z.off += len(p)
 	z.trim()
@@ -154,11 +172,14 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 	}
 	// The rules woken by a keyword in this word or within reach before
 	// it, and where the earliest of those keywords ends.
+	// A keyword that ended before the word does not wake a rule whose
+	// secret always holds a keyword: that secret would be in this word,
+	// and so would its keyword. The rules' literal facts hold on ASCII
+	// text only (see literalFacts).
 	var rules bits
 	kwStart := -1
 	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
 		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
-			rules.or(&z.set.ac.outs[h.out])
 			if kwStart < 0 {
 				kwStart = h.start
 			}
@@ -167,30 +188,67 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 	if kwStart < 0 {
 		return
 	}
+	ascii := isASCII(z.at(max(z.bufStart, kwStart-before), end))
+	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
+		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
+			if ascii && h.end <= ws {
+				rules.orNot(&z.set.ac.outs[h.out], &z.set.inSecret)
+			} else {
+				rules.or(&z.set.ac.outs[h.out])
+			}
+		}
+	}
 	assign := z.hasAssign(max(z.bufStart, kwStart), end)
 	distinct := z.distinct(max(z.bufStart, ws), end)
-	for w := range rules {
-		for m := rules[w]; m != 0; m &= m - 1 {
-			i := w*64 + trailingZeros(m)
-			r := &z.set.rules[i]
-			from := max(z.bufStart, kwStart-r.lookback, end-maxBuf)
-			if end-from < r.minLen || end-ws < r.minSecret || r.assign && !assign || distinct < r.minDistinct {
-				continue // too short, no operator, or too few bytes for its entropy
-			}
-			if r.anchored != nil {
-				z.scratch = z.findAnchored(r, i, kwStart, ws, end, z.scratch[:0])
-			} else {
-				t := z.buf[from-z.bufStart : end-z.bufStart]
-				text := unsafe.String(unsafe.SliceData(t), len(t))
-				z.scratch = r.find(z.set, text, from, z.scratch[:0])
-			}
-			for _, m := range z.scratch {
-				if m.End > ws {
-					report(m, z.at(m.Start, m.End))
+	z.found = z.found[:0]
+	// Specific rules first, then the generic ones, which give way to a
+	// specific rule's secret (as gitleaks reports them).
+	for _, generic := range []bool{false, true} {
+		for w := range rules {
+			for m := rules[w]; m != 0; m &= m - 1 {
+				i := w*64 + trailingZeros(m)
+				r := &z.set.rules[i]
+				if r.generic != generic {
+					continue
+				}
+				from := max(z.bufStart, kwStart-r.lookback, end-maxBuf)
+				if end-from < r.minLen || end-ws < r.minSecret || r.assign && !assign || distinct < r.minDistinct {
+					continue // too short, no operator, or too few bytes for its entropy
+				}
+				if r.need != nil && ascii && !containsAny(z.at(from, end), r.need) {
+					continue // none of the strings every match holds
+				}
+				var found []int
+				if generic {
+					found = z.found
+				}
+				if r.anchored != nil {
+					z.scratch = z.findAnchored(r, i, kwStart, ws, end, found, z.scratch[:0])
+				} else {
+					z.scratch = r.find(z.set, z.at(from, end), from, found, z.scratch[:0])
+				}
+				for _, m := range z.scratch {
+					if m.End > ws {
+						if !generic {
+							z.found = append(z.found, m.Start, m.End)
+						}
+						report(m, z.at(m.Start, m.End))
+					}
 				}
 			}
 		}
 	}
+}
+
+// containsAny reports whether text holds one of set (lower case),
+// ignoring ASCII case.
+func containsAny(text string, set []string) bool {
+	for i := range len(text) {
+		if keywordAt(text[i:], set) {
+			return true
+		}
+	}
+	return false
 }
 
 // at returns the buffered text from offset s to e.
@@ -208,13 +266,15 @@ func (z *Stream) at(s, e int) string {
 // searching from every byte, three hundred microseconds a KiB on text full
 // of keys. The match text an allow-list reads begins where the full
 // regex's would: up to contextBack key characters before the keyword.
-func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, out []Match) []Match {
+func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, found []int, out []Match) []Match {
 	// The window reaches as far back as a full regex's would (and the
 	// buffer always holds it, see trim), whatever the pieces were.
 	lo := max(z.bufStart, end-maxBuf, kwStart-before)
 	text := z.at(lo, end)
 	tried := z.tried[:0]
 	z.spans = z.spans[:0]
+	matchedFrom, matchedTo := -1, -1
+	z.pruneSettled()
 	for k := max(0, z.nRecent-len(z.recent)); k < z.nRecent; k++ {
 		h := z.recent[k%len(z.recent)]
 		if h.end+r.reach < ws || z.set.ac.outs[h.out][i/64]&(1<<(i%64)) == 0 {
@@ -231,10 +291,24 @@ func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, out []Match) []M
 				}
 			}
 			tried = append(tried, p)
+			if z.isSettled(p, i) {
+				continue
+			}
+			if p < matchedTo && p > matchedFrom {
+				// Inside a match found from an earlier keyword: the
+				// whole regex, searching on from that match's end,
+				// never starts here.
+				z.settled = append(z.settled, p, i)
+				continue
+			}
 			loc := r.anchored.FindStringSubmatchIndex(text[p-lo:])
 			if loc == nil {
 				continue
 			}
+			// A keyword that matched is settled: the words after it
+			// do not run the rule from it again.
+			z.settled = append(z.settled, p, i)
+			matchedFrom, matchedTo = p, p+loc[1]
 			for j := range loc {
 				if loc[j] >= 0 {
 					loc[j] += p - lo
@@ -252,11 +326,35 @@ func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, out []Match) []M
 			if ss < 0 || se <= ss || lo+se <= ws || z.judged(lo+ss, lo+se) {
 				continue
 			}
-			out = r.judge(z.set, text, lo, loc, ms, out)
+			out = r.judge(z.set, text, lo, loc, ms, found, out)
 		}
 	}
 	z.tried = tried
 	return out
+}
+
+// isSettled reports whether rule i matched from the keyword at p, or
+// that keyword lies inside a match of it, in an earlier word.
+func (z *Stream) isSettled(p, i int) bool {
+	for k := 0; k+1 < len(z.settled); k += 2 {
+		if z.settled[k] == p && z.settled[k+1] == i {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneSettled forgets the keywords no longer among the recent ones.
+func (z *Stream) pruneSettled() {
+	oldest := z.recent[max(0, z.nRecent-len(z.recent))%len(z.recent)].start
+	k := 0
+	for j := 0; j+1 < len(z.settled); j += 2 {
+		if z.settled[j] >= oldest {
+			z.settled[k], z.settled[k+1] = z.settled[j], z.settled[j+1]
+			k += 2
+		}
+	}
+	z.settled = z.settled[:k]
 }
 
 // contextBack is how many bytes of context before its keyword a
