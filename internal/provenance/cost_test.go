@@ -25,9 +25,10 @@ import (
 // this turn with about 2.5 KiB of arguments. The flow rule indexes the
 // conversation, traces the earlier turns' calls (a key split across turns
 // counts) and this turn's; the credential rules read every argument value
-// and every text of the conversation. The dense variant replaces the
-// source file with an environment file of credentials of many kinds and
-// has the calls carry some of them.
+// and every text of the conversation. The few variant ends the source
+// file with a short environment file of credentials; the dense variant
+// replaces the source file with an environment file of credentials of
+// many kinds and has the calls carry some of them.
 
 type benchCall struct {
 	name, args string
@@ -142,7 +143,8 @@ func declarations() []string {
 	}
 }
 
-func agentConversation(b testing.TB, dense bool) conversation {
+func agentConversation(b testing.TB, variant string) conversation {
+	dense := variant == "dense"
 	inbox, log, src := readAgent(b, "inbox.json"), readAgent(b, "git_log.txt"), readAgent(b, "clock.go.txt")
 	c := conversation{
 		system: readAgent(b, "system.txt"),
@@ -152,6 +154,12 @@ func agentConversation(b testing.TB, dense bool) conversation {
 		decls: declarations(),
 	}
 	readPath := "/srv/aegis/internal/clock/clock.go"
+	if variant == "few" {
+		// The file read ends in a short environment block: about 1.5
+		// credentials a KiB of the whole request.
+		env, _ := envFile(rand.New(rand.NewPCG(35, 2)), 1300)
+		src = src[:len(src)-len(env)] + env
+	}
 	if dense {
 		r := rand.New(rand.NewPCG(35, 1))
 		var keys []string
@@ -295,8 +303,8 @@ func processCPU() time.Duration {
 // and each alone.
 func BenchmarkRequestCost(b *testing.B) {
 	set := secretrules.Default()
-	for _, variant := range []string{"ordinary", "dense"} {
-		c := agentConversation(b, variant == "dense")
+	for _, variant := range []string{"ordinary", "few", "dense"} {
+		c := agentConversation(b, variant)
 		for _, part := range []string{"both", "provenance", "rules"} {
 			b.Run(variant+"/"+part, func(b *testing.B) {
 				q := &request{c: &c, set: set, prov: part != "rules", rules: part != "provenance"}
@@ -319,19 +327,23 @@ func BenchmarkRequestCost(b *testing.B) {
 
 // TestRequestCostMaterial checks that the benchmark's material is what
 // it claims: the credential rules find none in the ordinary conversation
-// and nearly every key of the environment file in the dense one.
+// and nearly every key of the environment file in the others.
 func TestRequestCostMaterial(t *testing.T) {
-	for _, dense := range []bool{false, true} {
-		c := agentConversation(t, dense)
-		q := &request{c: &c, set: secretrules.Default(), rules: true, seen: map[string]bool{}}
+	for _, c := range []struct {
+		variant string
+		seed    uint64
+		size    int
+	}{{"ordinary", 0, 0}, {"few", 2, 1300}, {"dense", 1, len(readAgent(t, "clock.go.txt"))}} {
+		conv := agentConversation(t, c.variant)
+		q := &request{c: &conv, set: secretrules.Default(), rules: true, seen: map[string]bool{}}
 		q.run()
-		if !dense {
+		if c.size == 0 {
 			if q.findings != 0 {
-				t.Errorf("ordinary conversation: %d credentials found", q.findings)
+				t.Errorf("%s conversation: %d credentials found", c.variant, q.findings)
 			}
 			continue
 		}
-		_, keys := envFile(rand.New(rand.NewPCG(35, 1)), len(readAgent(t, "clock.go.txt")))
+		_, keys := envFile(rand.New(rand.NewPCG(35, c.seed)), c.size)
 		missed := 0
 		for _, k := range keys {
 			// A rule's secret may carry the key's prefix ("key-...").
@@ -342,8 +354,8 @@ func TestRequestCostMaterial(t *testing.T) {
 		// Left: database passwords with '#' or '%', which no rule's
 		// secret may hold.
 		if missed > len(keys)/10 {
-			t.Errorf("dense conversation: %d of %d keys missed", missed, len(keys))
+			t.Errorf("%s conversation: %d of %d keys missed", c.variant, missed, len(keys))
 		}
-		t.Logf("dense: %d bytes, %d findings, %d of %d keys found", c.size(), q.findings, len(keys)-missed, len(keys))
+		t.Logf("%s: %d bytes, %d findings, %d of %d keys found", c.variant, conv.size(), q.findings, len(keys)-missed, len(keys))
 	}
 }

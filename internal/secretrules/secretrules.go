@@ -107,6 +107,13 @@ type Rule struct {
 	// generic rules give way to a specific rule that found the same
 	// secret, as gitleaks reports them.
 	generic bool
+	// atKeyword is the regex anchored at the start of the text, for the
+	// rules whose every match is their secret and begins with one of
+	// their keywords (after a word boundary, wb): the stream runs it at
+	// each keyword in the word instead of searching a window (see
+	// startsAtKeyword).
+	atKeyword *regexp.Regexp
+	wb        bool
 }
 
 // assignOp is the operator group gitleaks' context rules share.
@@ -247,12 +254,24 @@ func Parse(data []byte) (*Set, error) {
 			for _, k := range r.Keywords {
 				rule.keywords = append(rule.keywords, strings.ToLower(k))
 			}
+			// Longest first: the stream tries a hit's keywords in the
+			// order they begin.
+			slices.SortStableFunc(rule.keywords, func(a, b string) int { return len(b) - len(a) })
 		}
 		lower := make([]string, len(r.Keywords))
 		for j, k := range r.Keywords {
 			lower[j] = strings.ToLower(k)
 		}
 		rule.inSecret, rule.need = literalFacts(lits, r.Regex, r.SecretGroup, lower)
+		if rule.anchored == nil {
+			a, wb, err := startsAtKeyword(lits, r.Regex, r.SecretGroup, lower)
+			if err != nil {
+				return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
+			}
+			if a != nil && a.NumSubexp() == re.NumSubexp() {
+				rule.atKeyword, rule.wb, rule.keywords = a, wb, lower
+			}
+		}
 		rule.generic = strings.Contains(strings.ToLower(r.ID), "generic")
 		for j, a := range r.Allowlists {
 			al, ok, err := compileAllow(a, lits)
@@ -383,6 +402,43 @@ func literalFacts(l *literals, expr string, group int, keywords []string) (inSec
 		}
 	}
 	return inSecret, nil
+}
+
+// startsAtKeyword returns the regex expr anchored at the start of the
+// text, without the word boundary it may open with (wb), when every match
+// of expr begins with its secret (group, or the first when group is 0, or
+// the whole match when there is none) and with one of keywords (lower case; read on ASCII text, as
+// literalFacts); nil otherwise.
+func startsAtKeyword(l *literals, expr string, group int, keywords []string) (*regexp.Regexp, bool, error) {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil || re.Op != syntax.OpConcat || len(keywords) == 0 {
+		return nil, false, err
+	}
+	k, wb := 0, false
+	if re.Sub[0].Op == syntax.OpWordBoundary {
+		k, wb = 1, true
+	}
+	if k >= len(re.Sub) {
+		return nil, false, nil
+	}
+	first := re.Sub[k]
+	switch {
+	case re.MaxCap() == 0 && group == 0:
+		first = &syntax.Regexp{Op: syntax.OpConcat, Sub: re.Sub[k:]} // the secret is the match
+	case first.Op != syntax.OpCapture || first.Cap != max(group, 1):
+		return nil, false, nil
+	}
+	for _, p := range l.prefixes(first) {
+		if !slices.ContainsFunc(keywords, func(kw string) bool { return strings.HasPrefix(p, kw) }) {
+			return nil, false, nil
+		}
+	}
+	re.Sub = append([]*syntax.Regexp{{Op: syntax.OpBeginText}}, re.Sub[k:]...)
+	a, err := regexp.Compile(re.String())
+	if err != nil {
+		return nil, false, fmt.Errorf("anchored at its keyword: %w", err)
+	}
+	return a, wb, nil
 }
 
 // compileAllow compiles an allow-list; ok is false when nothing in it can

@@ -315,19 +315,22 @@ func TestGenericGivesWay(t *testing.T) {
 }
 
 // TestLiteralFacts checks what the stream's shortcuts read from a rule's
-// regex: whether its secret always holds a keyword, and the strings a
-// window must hold before the rule runs.
+// regex: whether its secret always holds a keyword, the strings a window
+// must hold before the rule runs, and whether its matches begin at a
+// keyword.
 func TestLiteralFacts(t *testing.T) {
 	cases := []struct {
-		rule     string
-		inSecret bool
-		need     []string
+		rule      string
+		inSecret  bool
+		need      []string
+		atKeyword bool
 	}{
-		{"aws-access-token", true, nil},                        // A(?:KIA|SIA|3T...) after the parser factors it
-		{"github-pat", true, nil},                              // ghp_
-		{"jwt", true, []string{".ey"}},                         // wakes on "ey" in every "key"
-		{"generic-api-key", false, nil},                        // the keyword stands before the secret
-		{"gocardless-api-token", true, []string{"gocardless"}}, // woken by live_ alone
+		{"aws-access-token", true, nil, true},                         // \b(A(?:KIA|SIA|3T...)...) once the parser factors it
+		{"github-pat", true, nil, true},                               // ghp_..., no group: the secret is the match
+		{"jwt", true, []string{".ey"}, true},                          // wakes on "ey" in every "key"
+		{"generic-api-key", false, nil, false},                        // the keyword stands before the secret
+		{"gocardless-api-token", true, []string{"gocardless"}, false}, // woken by live_ alone
+		{"openai-api-key", true, nil, false},                          // its keyword stands inside the key, not at its start
 	}
 	rules := map[string]*Rule{}
 	for i := range Default().rules {
@@ -338,8 +341,8 @@ func TestLiteralFacts(t *testing.T) {
 		if r == nil {
 			t.Fatalf("no rule %s", c.rule)
 		}
-		if r.inSecret != c.inSecret || !slices.Equal(r.need, c.need) {
-			t.Errorf("%s: inSecret %v need %q, want %v %q", c.rule, r.inSecret, r.need, c.inSecret, c.need)
+		if r.inSecret != c.inSecret || !slices.Equal(r.need, c.need) || (r.atKeyword != nil) != c.atKeyword {
+			t.Errorf("%s: inSecret %v need %q atKeyword %v, want %v %q %v", c.rule, r.inSecret, r.need, r.atKeyword != nil, c.inSecret, c.need, c.atKeyword)
 		}
 	}
 }

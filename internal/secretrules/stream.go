@@ -222,9 +222,12 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 				if generic {
 					found = z.found
 				}
-				if r.anchored != nil {
+				switch {
+				case r.atKeyword != nil && ascii:
+					z.scratch = z.findAtKeywords(r, ws, end, found, z.scratch[:0])
+				case r.anchored != nil:
 					z.scratch = z.findAnchored(r, i, kwStart, ws, end, found, z.scratch[:0])
-				} else {
+				default:
 					z.scratch = r.find(z.set, z.at(from, end), from, found, z.scratch[:0])
 				}
 				for _, m := range z.scratch {
@@ -250,6 +253,43 @@ func containsAny(text string, set []string) bool {
 	}
 	return false
 }
+
+// findAtKeywords runs rule r, whose every match is its secret and begins
+// with one of its keywords (Rule.atKeyword), at each of those keywords in
+// the word from ws to end, going on after each match as a search of the
+// window would.
+func (z *Stream) findAtKeywords(r *Rule, ws, end int, found []int, out []Match) []Match {
+	lo := max(z.bufStart, ws-1) // the byte before the word, for \b
+	text := z.at(lo, end)
+	for p := ws - lo; p < len(text); p++ {
+		if !keywordAt(text[p:], r.keywords) {
+			continue
+		}
+		if r.wb && (p > 0 && wordByte[text[p-1]]) == wordByte[text[p]] {
+			continue // no word boundary before the keyword
+		}
+		loc := r.atKeyword.FindStringSubmatchIndex(text[p:])
+		if loc == nil {
+			continue
+		}
+		for j := range loc {
+			if loc[j] >= 0 {
+				loc[j] += p
+			}
+		}
+		out = r.judge(z.set, text, lo, loc, loc[0], found, out)
+		p = max(p, loc[1]-1) // the next search starts at the match's end
+	}
+	return out
+}
+
+// wordByte marks the bytes \b counts as word characters.
+var wordByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+	}
+	return t
+}()
 
 // at returns the buffered text from offset s to e.
 func (z *Stream) at(s, e int) string {
@@ -280,9 +320,12 @@ func (z *Stream) findAnchored(r *Rule, i, kwStart, ws, end int, found []int, out
 		if h.end+r.reach < ws || z.set.ac.outs[h.out][i/64]&(1<<(i%64)) == 0 {
 			continue
 		}
+		// The rule's keywords that end where this one does (longest
+		// first): one that ends elsewhere has a hit of its own.
 	next:
-		for p := max(h.start, lo); p < h.end; p++ {
-			if !keywordAt(text[p-lo:], r.keywords) {
+		for _, kw := range r.keywords {
+			p := h.end - len(kw)
+			if p < max(h.start, lo) || !hasPrefixFold(text[p-lo:], kw) {
 				continue
 			}
 			for _, q := range tried {
@@ -374,21 +417,25 @@ var contextByte = func() (t [256]bool) {
 // which also folds Unicode, made BenchmarkStreamDense 5% slower.
 func keywordAt(text string, keywords []string) bool {
 	for _, k := range keywords {
-		if len(text) < len(k) {
-			continue
-		}
-		ok := true
-		for j := 0; j < len(k); j++ {
-			if lowerByte(text[j]) != k[j] {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if hasPrefixFold(text, k) {
 			return true
 		}
 	}
 	return false
+}
+
+// hasPrefixFold reports whether text begins with k (lower case), ignoring
+// ASCII case.
+func hasPrefixFold(text, k string) bool {
+	if len(text) < len(k) {
+		return false
+	}
+	for j := 0; j < len(k); j++ {
+		if lowerByte(text[j]) != k[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // hasAssign reports whether the text from..end holds a byte of an

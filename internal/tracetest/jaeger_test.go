@@ -247,7 +247,10 @@ func TestJaegerRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			spans := readTrace(t, env.JaegerQueryURL, ids[c.name], func(s []span) bool {
 				r := find(s, "chat stories")
-				return len(r) == 1 && r[0].tags["aegis.outcome"] != "" && len(find(s, "aegis.decision")) >= c.attempts
+				// Jaeger indexes the spans of one trace as they come:
+				// wait for every span the checks below read.
+				return len(r) == 1 && r[0].tags["aegis.outcome"] != "" && len(find(s, "aegis.decision")) >= c.attempts &&
+					len(find(s, "aegis.attempt")) >= c.attempts && len(find(s, "aegis.upstream")) >= c.attempts
 			})
 			req := find(spans, "chat stories")[0]
 			if req.service != service {
@@ -338,7 +341,18 @@ func TestJaegerFleetWorker(t *testing.T) {
 	w.Process.Signal(os.Interrupt) // flushes the worker's spans
 	w.Wait()
 	spans := readTrace(t, env.JaegerQueryURL, id, func(s []span) bool {
-		return len(find(s, "aegis.guard.worker")) > 0 && len(find(s, "chat stories")) == 1
+		// Jaeger indexes a trace's spans as they come: wait until each
+		// worker span's guard call and each guard call's parent are in.
+		ids := map[string]bool{}
+		for _, x := range s {
+			ids[x.id] = true
+		}
+		for _, x := range append(find(s, "aegis.guard.worker"), find(s, "aegis.guard")...) {
+			if !ids[x.parent] {
+				return false
+			}
+		}
+		return len(find(s, "aegis.guard.worker")) > 0 && len(find(s, "aegis.guard")) > 0 && len(find(s, "chat stories")) == 1
 	})
 	t.Logf("trace: %v", names(spans))
 	guards := map[string]span{}
