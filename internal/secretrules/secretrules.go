@@ -244,6 +244,10 @@ func Parse(data []byte) (*Set, error) {
 			// many times faster than one that needs the NFA.
 			rule.lookback = 0
 		}
+		lower := make([]string, len(r.Keywords))
+		for j, k := range r.Keywords {
+			lower[j] = strings.ToLower(k)
+		}
 		if a, err := anchorAtKeyword(r.Regex); err != nil {
 			return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
 		} else if a != nil {
@@ -251,20 +255,18 @@ func Parse(data []byte) (*Set, error) {
 				return nil, fmt.Errorf("secretrules: rule %s: %d groups anchored, %d in the rule", r.ID, a.NumSubexp(), re.NumSubexp())
 			}
 			rule.anchored = a
-			for _, k := range r.Keywords {
-				rule.keywords = append(rule.keywords, strings.ToLower(k))
-			}
 			// Longest first: the stream tries a hit's keywords in the
 			// order they begin.
+			rule.keywords = slices.Clone(lower)
 			slices.SortStableFunc(rule.keywords, func(a, b string) int { return len(b) - len(a) })
 		}
-		lower := make([]string, len(r.Keywords))
-		for j, k := range r.Keywords {
-			lower[j] = strings.ToLower(k)
+		tree, err := syntax.Parse(r.Regex, syntax.Perl)
+		if err != nil {
+			return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
 		}
-		rule.inSecret, rule.need = literalFacts(lits, r.Regex, r.SecretGroup, lower)
+		rule.inSecret, rule.need = literalFacts(lits, tree, r.SecretGroup, lower)
 		if rule.anchored == nil {
-			a, wb, err := startsAtKeyword(lits, r.Regex, r.SecretGroup, lower)
+			a, wb, err := startsAtKeyword(lits, tree, r.SecretGroup, lower)
 			if err != nil {
 				return nil, fmt.Errorf("secretrules: rule %s: %w", r.ID, err)
 			}
@@ -293,8 +295,8 @@ func Parse(data []byte) (*Set, error) {
 		if rule.inSecret {
 			s.inSecret.set(idx)
 		}
-		for _, k := range r.Keywords {
-			keywords = append(keywords, strings.ToLower(k))
+		for _, k := range lower {
+			keywords = append(keywords, k)
 			owners = append(owners, idx)
 		}
 	}
@@ -348,20 +350,20 @@ func anchorAtKeyword(expr string) (*regexp.Regexp, error) {
 // maxNeed bounds the strings a rule's window is searched for.
 const maxNeed = 16
 
-// literalFacts reads what a rule's regex says about its keywords (lower
-// case). inSecret: the secret the rule reports (group, or every group and
+// literalFacts reads what a rule's regex (parsed) says about its
+// keywords (lower case). inSecret: the secret the rule reports (group, or every group and
 // the whole match when the first non-empty one is reported) always holds
 // a keyword. need: strings one of which every match holds, nil when every
 // keyword already holds one of them (the window the rule runs on always
 // holds a keyword). Both come from required, which reads ASCII: the
 // stream uses them only on ASCII text.
-func literalFacts(l *literals, expr string, group int, keywords []string) (inSecret bool, need []string) {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil || len(keywords) == 0 {
+func literalFacts(l *literals, tree *syntax.Regexp, group int, keywords []string) (inSecret bool, need []string) {
+	if len(keywords) == 0 {
 		return false, nil
 	}
-	re = re.Simplify()
-	// implied reports whether every string in set holds a keyword.
+	re := tree.Simplify()
+	// holdsKeyword reports whether every string x requires holds a
+	// keyword.
 	holdsKeyword := func(x *syntax.Regexp) bool {
 		set, ok := l.required(x)
 		if !ok {
@@ -404,15 +406,14 @@ func literalFacts(l *literals, expr string, group int, keywords []string) (inSec
 	return inSecret, nil
 }
 
-// startsAtKeyword returns the regex expr anchored at the start of the
-// text, without the word boundary it may open with (wb), when every match
-// of expr begins with its secret (group, or the first when group is 0, or
-// the whole match when there is none) and with one of keywords (lower case; read on ASCII text, as
-// literalFacts); nil otherwise.
-func startsAtKeyword(l *literals, expr string, group int, keywords []string) (*regexp.Regexp, bool, error) {
-	re, err := syntax.Parse(expr, syntax.Perl)
-	if err != nil || re.Op != syntax.OpConcat || len(keywords) == 0 {
-		return nil, false, err
+// startsAtKeyword returns a rule's regex (parsed as re) anchored at the
+// start of the text, without the word boundary it may open with (wb),
+// when every match begins with its secret (group, or the first when group
+// is 0, or the whole match when there is none) and with one of keywords
+// (lower case; read on ASCII text, as literalFacts); nil otherwise.
+func startsAtKeyword(l *literals, re *syntax.Regexp, group int, keywords []string) (*regexp.Regexp, bool, error) {
+	if re.Op != syntax.OpConcat || len(keywords) == 0 {
+		return nil, false, nil
 	}
 	k, wb := 0, false
 	if re.Sub[0].Op == syntax.OpWordBoundary {
@@ -433,8 +434,8 @@ func startsAtKeyword(l *literals, expr string, group int, keywords []string) (*r
 			return nil, false, nil
 		}
 	}
-	re.Sub = append([]*syntax.Regexp{{Op: syntax.OpBeginText}}, re.Sub[k:]...)
-	a, err := regexp.Compile(re.String())
+	anchored := &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags, Sub: append([]*syntax.Regexp{{Op: syntax.OpBeginText}}, re.Sub[k:]...)}
+	a, err := regexp.Compile(anchored.String())
 	if err != nil {
 		return nil, false, fmt.Errorf("anchored at its keyword: %w", err)
 	}

@@ -102,13 +102,26 @@ func streamAll(text string, cuts []int) []Match {
 		prev = c
 	}
 	z.Close(rep)
-	slices.SortFunc(out, func(a, b Match) int {
+	sortMatches(out)
+	return slices.Compact(out)
+}
+
+// sortMatches orders matches by start, then rule.
+func sortMatches(ms []Match) {
+	slices.SortFunc(ms, func(a, b Match) int {
 		if a.Start != b.Start {
 			return a.Start - b.Start
 		}
 		return strings.Compare(a.Rule, b.Rule)
 	})
-	return slices.Compact(out)
+}
+
+// sortedFind is Find's matches in sortMatches' order, as streamAll gives
+// the stream's.
+func sortedFind(text string) []Match {
+	found := Default().Find(text, nil)
+	sortMatches(found)
+	return found
 }
 
 func splitCheck(t *testing.T, text string, r *rand.Rand) []Match {
@@ -276,13 +289,7 @@ func TestStreamEqualsFind(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(35, 5))
 	for name, text := range map[string]string{"dense": denseText(4096), "kinds": sb.String()} {
-		found := Default().Find(text, nil)
-		slices.SortFunc(found, func(a, b Match) int {
-			if a.Start != b.Start {
-				return a.Start - b.Start
-			}
-			return strings.Compare(a.Rule, b.Rule)
-		})
+		found := sortedFind(text)
 		if got := splitCheck(t, text, r); !slices.Equal(got, found) {
 			t.Errorf("%s: stream %d matches, Find %d\nstream %+v\nFind   %+v", name, len(got), len(found), got, found)
 		}
@@ -380,13 +387,7 @@ func TestStreamEqualsFindMixed(t *testing.T) {
 	r := rand.New(rand.NewPCG(35, 9))
 	for i := range 40 {
 		text := mixedText(r, 12)
-		found := Default().Find(text, nil)
-		slices.SortFunc(found, func(a, b Match) int {
-			if a.Start != b.Start {
-				return a.Start - b.Start
-			}
-			return strings.Compare(a.Rule, b.Rule)
-		})
+		found := sortedFind(text)
 		if got := splitCheck(t, text, r); !slices.Equal(got, found) {
 			t.Fatalf("text %d: stream %d matches, Find %d\n%s\nstream %+v\nFind   %+v", i, len(got), len(found), text, got, found)
 		}

@@ -17,14 +17,16 @@ import "unsafe"
 // so the context a rule reads ("stripe ... = VALUE") is there, and the
 // judging points depend only on the bytes, not on how they arrived.
 //
-// Three shortcuts keep text full of keys cheap, each read from the rules'
-// regexes when the set is compiled (literalFacts): a keyword before the
-// word does not wake a rule whose secret always holds a keyword (the
-// previous line's "AKIA" cannot start this line's AWS key); a rule whose
-// matches all hold a string its keywords do not (jwt's ".ey", woken by
-// the "ey" of every "KEY") runs only on a window holding it; and a
-// context rule that matched from a keyword when a word ended is not run
-// from that keyword again for the words after it.
+// Four shortcuts keep text full of keys cheap, each read from the rules'
+// regexes when the set is compiled (literalFacts, startsAtKeyword): a
+// keyword before the word does not wake a rule whose secret always holds
+// a keyword (the previous line's "AKIA" cannot start this line's AWS
+// key); a rule whose matches all begin at one of its keywords runs
+// anchored at each of them in the word; a rule whose matches all hold a
+// string its keywords do not (jwt's ".ey", woken by the "ey" of every
+// "KEY") runs only on a window holding it; and a context rule that
+// matched from a keyword when a word ended is not run from that keyword
+// again for the words after it.
 //
 // Held reports where the word in progress begins: no match can start
 // before it any more.
@@ -170,33 +172,36 @@ func (z *Stream) endWord(end int, report func(Match, string)) {
 	if z.near < ws || end-ws <= minSecret {
 		return
 	}
-	// The rules woken by a keyword in this word or within reach before
-	// it, and where the earliest of those keywords ends.
-	// A keyword that ended before the word does not wake a rule whose
-	// secret always holds a keyword: that secret would be in this word,
-	// and so would its keyword. The rules' literal facts hold on ASCII
-	// text only (see literalFacts).
-	var rules bits
+	// The rules woken by a keyword in this word (rules) or within reach
+	// before it (earlier), and where the earliest of those keywords
+	// begins. A keyword that ended before the word does not wake a rule
+	// whose secret always holds a keyword: that secret would be in this
+	// word, and so would its keyword. The rules' literal facts hold on
+	// ASCII text only (see literalFacts).
+	var rules, earlier bits
 	kwStart := -1
 	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
-		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
-			if kwStart < 0 {
-				kwStart = h.start
-			}
+		h := z.recent[i%len(z.recent)]
+		switch {
+		case h.end+z.set.outReach[h.out] < ws:
+			continue
+		case h.end <= ws:
+			earlier.or(&z.set.ac.outs[h.out])
+		default:
+			rules.or(&z.set.ac.outs[h.out])
+		}
+		if kwStart < 0 {
+			kwStart = h.start
 		}
 	}
 	if kwStart < 0 {
 		return
 	}
 	ascii := isASCII(z.at(max(z.bufStart, kwStart-before), end))
-	for i := max(0, z.nRecent-len(z.recent)); i < z.nRecent; i++ {
-		if h := z.recent[i%len(z.recent)]; h.end+z.set.outReach[h.out] >= ws {
-			if ascii && h.end <= ws {
-				rules.orNot(&z.set.ac.outs[h.out], &z.set.inSecret)
-			} else {
-				rules.or(&z.set.ac.outs[h.out])
-			}
-		}
+	if ascii {
+		rules.orNot(&earlier, &z.set.inSecret)
+	} else {
+		rules.or(&earlier)
 	}
 	assign := z.hasAssign(max(z.bufStart, kwStart), end)
 	distinct := z.distinct(max(z.bufStart, ws), end)
