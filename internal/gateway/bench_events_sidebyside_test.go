@@ -176,7 +176,7 @@ func BenchmarkEventDialectsLlamaServer(b *testing.B) {
 // its first text delta and the whole text.
 func firstDelta(c *http.Client, url string, body []byte) (time.Duration, string, error) {
 	t0 := time.Now()
-	// llama-server closes the connection after a Responses stream without
+	// llama-server closes the connection after a streamed answer without
 	// saying so: the next request on it dies unanswered. It is sent again,
 	// as curl does and Aegis and the proxy do upstream, on the same clock.
 	resp, err := llamaserver.Resend(context.Background(), 1, func(ctx context.Context) (*http.Response, error) {

@@ -157,7 +157,7 @@ func reverseProxy(tb testing.TB, target string) *httptest.Server {
 
 // resendOnEOF sends a request again, once, when its pooled connection
 // died before an answer, as Aegis does upstream (llamaserver.Resend):
-// llama-server closes the connection after a Responses stream without
+// llama-server closes the connection after a streamed answer without
 // saying so.
 type resendOnEOF struct{ http.RoundTripper }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -57,6 +58,13 @@ func Resendable(err error) bool {
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	// The transport closed the connection under the request it was
+	// writing, having read the server's close: llama-server closes the
+	// connection after every streamed answer without saying so, and the
+	// next request on it may be half written when the close is read.
+	if errors.Is(err, net.ErrClosed) {
 		return true
 	}
 	// net/http reports a server that closed an idle connection this way.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"syscall"
@@ -23,6 +24,7 @@ func TestResend(t *testing.T) {
 	}{
 		{name: "answers at once", resends: 1, errs: []error{nil}, tries: 1},
 		{name: "reset, then answers", resends: 1, errs: []error{reset, nil}, tries: 2},
+		{name: "connection closed under the request", resends: 1, errs: []error{&net.OpError{Op: "readfrom", Net: "tcp", Err: &net.OpError{Op: "write", Net: "tcp", Err: net.ErrClosed}}, nil}, tries: 2},
 		{name: "server closed idle connection", resends: 1, errs: []error{errors.New("http: server closed idle connection"), nil}, tries: 2},
 		{name: "at most once more", resends: 1, errs: []error{io.EOF, io.EOF, nil}, tries: 2, fails: true},
 		{name: "twice more when asked", resends: 2, errs: []error{io.EOF, io.EOF, nil}, tries: 3},
