@@ -1,6 +1,8 @@
 package provenance_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -12,9 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-sentinel/aegis/internal/checks"
+	"github.com/aegis-sentinel/aegis/internal/guard"
+	"github.com/aegis-sentinel/aegis/internal/pipeline"
+	"github.com/aegis-sentinel/aegis/internal/policy"
 	"github.com/aegis-sentinel/aegis/internal/provenance"
 	"github.com/aegis-sentinel/aegis/internal/secretrules"
 	"github.com/aegis-sentinel/aegis/internal/toolcalls"
+	"github.com/aegis-sentinel/aegis/internal/validator"
 )
 
 // The cost a request pays for provenance and the credential rules
@@ -357,5 +364,106 @@ func TestRequestCostMaterial(t *testing.T) {
 			t.Errorf("%s conversation: %d of %d keys missed", c.variant, missed, len(keys))
 		}
 		t.Logf("%s: %d bytes, %d findings, %d of %d keys found", c.variant, conv.size(), q.findings, len(keys)-missed, len(keys))
+	}
+}
+
+// request builds the request the gateway would be sent for c: the
+// conversation as messages (each earlier call in an assistant message,
+// its result in a tool message), the declarations as tools, and this
+// turn's calls.
+func (c *conversation) request() (*validator.Request, []validator.ToolCall) {
+	req := &validator.Request{Messages: []validator.Message{{Role: "system", Content: c.system}, {Role: "user", Content: c.user1}}}
+	for i, call := range c.earlier {
+		id := fmt.Sprintf("call_%d", i)
+		req.Messages = append(req.Messages,
+			validator.Message{Role: "assistant", ToolCalls: []validator.ToolCall{{ID: id, Name: call.name, Arguments: call.args}}},
+			validator.Message{Role: "tool", ToolCallID: id, Content: c.results[i].Text})
+	}
+	req.Messages = append(req.Messages, validator.Message{Role: "user", Content: c.user2})
+	for _, d := range c.decls {
+		name, rest, _ := strings.Cut(d, " ")
+		at := strings.IndexByte(rest, '{')
+		req.Tools = append(req.Tools, validator.Tool{Name: name, Description: strings.TrimSpace(rest[:at]), Parameters: json.RawMessage(rest[at:])})
+	}
+	var calls []validator.ToolCall
+	for i, call := range c.calls {
+		calls = append(calls, validator.ToolCall{Index: i, ID: fmt.Sprintf("call_%d", len(c.earlier)+i), Name: call.name, Arguments: call.args})
+	}
+	return req, calls
+}
+
+// BenchmarkGatewayCallCost is what the gateway runs on this turn's calls
+// of BenchmarkRequestCost's conversations under the default policy, per
+// KiB of conversation and arguments. Part "calls" is the policy's checks
+// on the calls: the tool policy (its flow rule's provenance over the
+// conversation, built when a call sends somewhere, the earlier turns'
+// calls included, and the screen of every tool result with the embedded
+// guard that tells a flagged result from a plain one), the leak check's
+// credential rules over the arguments, and the rest. Part "input+calls"
+// adds the input screening the gateway runs first (the embedded guard
+// over the user's words and every tool result, default input policy).
+// Part "screen" is the tool policy's screen of the tool results alone:
+// "calls" less "screen" bounds what provenance and the credential rules
+// cost on the gateway's path (with the policy's other checks in it).
+// The gateway does not run the credential rules over the conversation it
+// is sent, which BenchmarkRequestCost's rules part does as an upper
+// bound. Every call is checked, also after one fails (as aegis check
+// does).
+func BenchmarkGatewayCallCost(b *testing.B) {
+	pol := policy.DefaultFor(checks.Registry())
+	g, err := guard.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	input, err := g.InputCheck(guard.DefaultInputPolicy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, variant := range []string{"ordinary", "few", "dense"} {
+		c := agentConversation(b, variant)
+		req, calls := c.request()
+		user := c.user1 + "\n" + c.user2 + "\n"
+		for _, part := range []string{"calls", "screen", "input+calls"} {
+			b.Run(variant+"/"+part, func(b *testing.B) {
+				run := func() int {
+					n := 0
+					if part == "screen" {
+						for _, res := range c.results {
+							if bad, _ := g.SuspectToolResult(res.Text, user); bad {
+								n++
+							}
+						}
+						return n
+					}
+					r := *req // the checks note what they worked out in it
+					if part != "calls" {
+						if v := input(context.Background(), &r); v != nil {
+							n += len(v.Findings)
+						}
+					}
+					a, err := pipeline.New(pol, &r, pipeline.Options{Complete: true})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer a.Stop()
+					for _, call := range calls {
+						a.ToolCall(call)
+					}
+					a.Close()
+					return n + len(a.Findings())
+				}
+				b.Logf("%s/%s: %d findings", variant, part, run())
+				total := c.size()
+				b.SetBytes(int64(total))
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					run()
+				}
+				kib := float64(total) / 1024
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/kib, "us/KiB")
+				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1000/kib, "cpu-us/KiB")
+			})
+		}
 	}
 }
