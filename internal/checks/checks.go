@@ -46,12 +46,12 @@ func Register(r *validator.Registry) {
 
 // toolResultScreen flags injected tool results with the embedded guard
 // (loaded on first use); without a guard no result is flagged.
-func toolResultScreen(text, user string) (bool, string) {
+func toolResultScreen(req *validator.Request, text, user string) (bool, string) {
 	g := embeddedGuard()
 	if g == nil {
 		return false, ""
 	}
-	return g.SuspectToolResult(text, user)
+	return g.SuspectToolResult(req, text, user)
 }
 
 var embeddedGuard = sync.OnceValue(func() *guard.Guard {

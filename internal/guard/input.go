@@ -142,7 +142,7 @@ func (g *Guard) CheckToolResults(ctx context.Context, req *validator.Request) *v
 		if (m.Role != "tool" && m.Role != "function") || strings.TrimSpace(m.Content) == "" {
 			continue
 		}
-		s := g.ScoreToolResult(m.Content)
+		s := g.ScoreToolResultOf(req, m.Content)
 		if s.Risk < validator.RiskMedium {
 			continue
 		}

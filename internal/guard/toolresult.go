@@ -165,12 +165,32 @@ func clip(s string) string {
 	return s
 }
 
-// SuspectToolResult is the egress rule's screen: a tool result is flagged
-// when it reaches medium risk, or when it asks for an action the user's
-// own words never mention (a bill asking to be paid is fine when the user
-// asked to pay it).
-func (g *Guard) SuspectToolResult(text, user string) (bool, string) {
+// ScoreToolResultOf is ScoreToolResult for a tool result of req: a text
+// this guard's model already scored for req is not scored again. The
+// gateway's input screening and the tool policy's screen read the same
+// results; each request scores each of them once. The scores are kept in
+// req (Request.Memo), so like req it is for one goroutine at a time; a
+// nil req keeps nothing.
+func (g *Guard) ScoreToolResultOf(req *validator.Request, text string) ToolResultScore {
+	if req == nil {
+		return g.ScoreToolResult(text)
+	}
+	key := fmt.Sprintf("guard.tool-result-scores.%p", g.model)
+	scores := req.Memo(key, func() any { return map[string]ToolResultScore{} }).(map[string]ToolResultScore)
+	if s, ok := scores[text]; ok {
+		return s
+	}
 	s := g.ScoreToolResult(text)
+	scores[text] = s
+	return s
+}
+
+// SuspectToolResult is the egress rule's screen of a tool result of req
+// (nil: none known): a tool result is flagged when it reaches medium
+// risk, or when it asks for an action the user's own words never mention
+// (a bill asking to be paid is fine when the user asked to pay it).
+func (g *Guard) SuspectToolResult(req *validator.Request, text, user string) (bool, string) {
+	s := g.ScoreToolResultOf(req, text)
 	if s.Risk >= validator.RiskMedium {
 		return true, s.Why
 	}

@@ -429,7 +429,7 @@ func BenchmarkGatewayCallCost(b *testing.B) {
 					n := 0
 					if part == "screen" {
 						for _, res := range c.results {
-							if bad, _ := g.SuspectToolResult(res.Text, user); bad {
+							if bad, _ := g.SuspectToolResult(nil, res.Text, user); bad {
 								n++
 							}
 						}

@@ -83,7 +83,7 @@ func (v *Validator) index() *provenance.Index {
 		case "tool", "function":
 			s := provenance.Source{Kind: provenance.Result, Msg: i, Tool: v.req.ToolName(i), Text: m.Content}
 			if v.screen != nil {
-				if bad, why := v.screen(m.Content, user.String()); bad {
+				if bad, why := v.screen(v.req, m.Content, user.String()); bad {
 					s.Kind, s.Why = provenance.FlaggedResult, why
 				}
 			}

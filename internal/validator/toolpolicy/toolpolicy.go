@@ -95,12 +95,13 @@ func DefaultConfig() *Config {
 	return &Config{Egress: Egress{Enabled: true, Auto: true}, Shell: Shell{Enabled: true, Auto: true}}
 }
 
-// Screen judges a tool result's text for indirect prompt injection at the
-// low bar the egress rule uses, given what the user asked (their messages
-// joined): true when the text looks injected, with a short reason. The
-// checks package wires the guard's screen in; nil means no tool result is
-// flagged.
-type Screen func(text, user string) (bool, string)
+// Screen judges the text of a tool result of req for indirect prompt
+// injection at the low bar the egress rule uses, given what the user
+// asked (their messages joined): true when the text looks injected, with
+// a short reason. The checks package wires the guard's screen in (which
+// shares its scores with the gateway's input screening through req); nil
+// means no tool result is flagged.
+type Screen func(req *validator.Request, text, user string) (bool, string)
 
 const doc = `Judges every tool call the model makes (after tool_call has checked its name and
 JSON). allow: only these tools may be called; deny: these never. rules: per tool

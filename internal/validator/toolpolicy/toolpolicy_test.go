@@ -26,7 +26,7 @@ func calls(id, name string) validator.Message {
 }
 
 // injectedScreen flags a result that says "IGNORE" (a stand-in for the guard).
-func injectedScreen(text, _ string) (bool, string) {
+func injectedScreen(_ *validator.Request, text, _ string) (bool, string) {
 	return strings.Contains(text, "IGNORE"), "it says IGNORE"
 }
 
