@@ -304,6 +304,21 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// perKiB runs run in b's loop and reports, per KiB of total bytes,
+// us/KiB (wall) and cpu-us/KiB (the process's CPU time, which a loaded
+// machine's waits do not inflate).
+func perKiB(b *testing.B, total int, run func()) {
+	b.SetBytes(int64(total))
+	b.ReportAllocs()
+	cpu0 := processCPU()
+	for b.Loop() {
+		run()
+	}
+	kib := float64(total) / 1024
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/kib, "us/KiB")
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1000/kib, "cpu-us/KiB")
+}
+
 // BenchmarkRequestCost reports us/KiB (wall) and cpu-us/KiB (the
 // process's CPU time, which a loaded machine's waits do not inflate) per
 // KiB of conversation and arguments, for both parts together ("both")
@@ -316,17 +331,8 @@ func BenchmarkRequestCost(b *testing.B) {
 			b.Run(variant+"/"+part, func(b *testing.B) {
 				q := &request{c: &c, set: set, prov: part != "rules", rules: part != "provenance"}
 				q.run() // warm the scratch buffers a gateway keeps
-				total := c.size()
-				b.SetBytes(int64(total))
-				b.ReportAllocs()
-				cpu0 := processCPU()
-				for b.Loop() {
-					q.run()
-				}
-				kib := float64(total) / 1024
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/kib, "us/KiB")
-				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1000/kib, "cpu-us/KiB")
-				b.ReportMetric(kib, "KiB")
+				perKiB(b, c.size(), q.run)
+				b.ReportMetric(float64(c.size())/1024, "KiB")
 			})
 		}
 	}
@@ -453,16 +459,7 @@ func BenchmarkGatewayCallCost(b *testing.B) {
 					return n + len(a.Findings())
 				}
 				b.Logf("%s/%s: %d findings", variant, part, run())
-				total := c.size()
-				b.SetBytes(int64(total))
-				b.ReportAllocs()
-				cpu0 := processCPU()
-				for b.Loop() {
-					run()
-				}
-				kib := float64(total) / 1024
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000/kib, "us/KiB")
-				b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N)/1000/kib, "cpu-us/KiB")
+				perKiB(b, c.size(), func() { run() })
 			})
 		}
 	}
