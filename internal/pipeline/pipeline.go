@@ -327,8 +327,11 @@ func (a *Attempt) ToolCall(c validator.ToolCall) {
 	a.toolFinds = append(a.toolFinds, a.readArguments(c)...)
 	// What a check says about a call goes into error messages, incidents,
 	// events and logs: none of the call's bytes may go with it.
-	for i := from; i < len(a.toolFinds); i++ {
-		a.toolFinds[i].Message = toolcalls.Scrub(a.toolFinds[i].Message, c.Arguments)
+	if from < len(a.toolFinds) && c.Arguments != "" {
+		s := toolcalls.NewScrubber(c.Arguments, c.Read)
+		for i := from; i < len(a.toolFinds); i++ {
+			a.toolFinds[i].Message = s.Scrub(a.toolFinds[i].Message)
+		}
 	}
 	if !a.failed {
 		a.checkFailed()

@@ -1,6 +1,9 @@
 package toolcalls
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestScrub(t *testing.T) {
 	cases := []struct{ name, msg, args, want string }{
@@ -19,4 +22,89 @@ func TestScrub(t *testing.T) {
 			}
 		})
 	}
+}
+
+// referenceScrub is Scrub without the gram set: each position of the
+// message searched for in the values. The fuzz test holds the two
+// together.
+func referenceScrub(msg, args string) string {
+	if msg == "" || args == "" {
+		return msg
+	}
+	if len(args) > maxScrubbed {
+		args = args[:maxScrubbed]
+	}
+	read := Read(args)
+	for _, v := range read.Values {
+		if len(v.Text) == 0 || len(v.Text) > maxScrubbed {
+			continue
+		}
+		for _, q := range [...]string{`"` + v.Text + `"`, "'" + v.Text + "'", "`" + v.Text + "`"} {
+			msg = strings.ReplaceAll(msg, q, q[:1]+"…"+q[len(q)-1:])
+		}
+	}
+	hay := []string{args}
+	if read.Valid {
+		hay = nil
+		for _, v := range read.Values {
+			if len(v.Text) >= scrubRun {
+				hay = append(hay, v.Text)
+			}
+		}
+	}
+	shared := func(s string) bool {
+		for _, h := range hay {
+			if strings.Contains(h, s) {
+				return true
+			}
+		}
+		return false
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		n := 0
+		if i+scrubRun <= len(msg) && shared(msg[i:i+scrubRun]) {
+			for n = scrubRun; i+n < len(msg) && shared(msg[i:i+n+1]); n++ {
+			}
+		}
+		if n == 0 {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		b.WriteString("…")
+		i += n
+	}
+	return b.String()
+}
+
+// TestScrubberManyMessages scrubs several messages with one Scrubber, as
+// the pipeline does for a call's findings, including NUL bytes that pack
+// to the gram the set keeps apart.
+func TestScrubberManyMessages(t *testing.T) {
+	args := `{"body":"key AKIA2E3ZQF7B2LMC4XRW and \u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000 end","to":["x@evil.example"]}`
+	s := NewScrubber(args, Read(args))
+	for _, msg := range []string{
+		"credential in output: AKIA2E3ZQF7B2LMC4XRW here",
+		"nul run: \x00\x00\x00\x00\x00\x00\x00\x00 here",
+		`value "x@evil.example" is not allowed`,
+		"nothing of the call here",
+		"",
+	} {
+		if got, want := s.Scrub(msg), referenceScrub(msg, args); got != want {
+			t.Errorf("Scrub(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+func FuzzScrub(f *testing.F) {
+	f.Add("credential in output: AKIA2E3ZQF7B2LMC4XRW here", `{"body":"key AKIA2E3ZQF7B2LMC4XRW"}`)
+	f.Add(`value "urgent" is not one of enum`, `{"priority":"urgent"}`)
+	f.Add("not JSON near zorblaxquux", `{"a": zorblaxquux`)
+	f.Add("\x00\x00\x00\x00\x00\x00\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+	f.Fuzz(func(t *testing.T, msg, args string) {
+		if got, want := Scrub(msg, args), referenceScrub(msg, args); got != want {
+			t.Fatalf("Scrub(%q, %q) = %q, want %q", msg, args, got, want)
+		}
+	})
 }
