@@ -30,12 +30,16 @@ import (
 // calls whose results are several KiB each (an inbox as JSON, a shell
 // command's output, a source file read from disk), and the two calls of
 // this turn with about 2.5 KiB of arguments. The flow rule indexes the
-// conversation, traces the earlier turns' calls (a key split across turns
-// counts) and this turn's; the credential rules read every argument value
-// and every text of the conversation. The few variant ends the source
-// file with a short environment file of credentials; the dense variant
-// replaces the source file with an environment file of credentials of
-// many kinds and has the calls carry some of them.
+// conversation and traces the earlier turns' calls (a key split across
+// turns counts) and this turn's: every one of them, as if each sent data
+// somewhere nobody trusted (the gateway traces only those). The credential
+// rules read what the leak check gives them: the output, here every
+// argument value (the earlier turns' too). They never read the
+// conversation the gateway is sent; the rules-conversation part runs them
+// over every text of it as well, an upper bound. The few variant ends the
+// source file with a short environment file of credentials; the dense
+// variant replaces the source file with an environment file of
+// credentials of many kinds and has the calls carry some of them.
 
 type benchCall struct {
 	name, args string
@@ -233,11 +237,13 @@ func (c *conversation) size() int {
 }
 
 // request is what one request pays: provenance over the conversation and
-// every call's values, the credential rules over every text.
+// every call's values, the credential rules over every call's values and,
+// with conv, over every text of the conversation.
 type request struct {
 	c        *conversation
 	prov     bool
 	rules    bool
+	conv     bool
 	set      *secretrules.Set
 	buf      []byte
 	ts       []provenance.Trace
@@ -280,11 +286,13 @@ func (q *request) run() {
 			z.Close(count)
 			q.buf = z.Buffer()
 		}
-		scan(c.system)
-		scan(c.user1)
-		scan(c.user2)
-		for i := range c.results {
-			scan(c.results[i].Text)
+		if q.conv {
+			scan(c.system)
+			scan(c.user1)
+			scan(c.user2)
+			for i := range c.results {
+				scan(c.results[i].Text)
+			}
 		}
 		for _, calls := range [][]benchCall{c.earlier, c.calls} {
 			for _, call := range calls {
@@ -322,14 +330,17 @@ func perKiB(b *testing.B, total int, run func()) {
 // BenchmarkRequestCost reports us/KiB (wall) and cpu-us/KiB (the
 // process's CPU time, which a loaded machine's waits do not inflate) per
 // KiB of conversation and arguments, for both parts together ("both")
-// and each alone.
+// and each alone; "rules-conversation" is the credential rules over the
+// arguments and every text of the conversation, which the gateway does
+// not scan.
 func BenchmarkRequestCost(b *testing.B) {
 	set := secretrules.Default()
 	for _, variant := range []string{"ordinary", "few", "dense"} {
 		c := agentConversation(b, variant)
-		for _, part := range []string{"both", "provenance", "rules"} {
+		for _, part := range []string{"both", "provenance", "rules", "rules-conversation"} {
 			b.Run(variant+"/"+part, func(b *testing.B) {
-				q := &request{c: &c, set: set, prov: part != "rules", rules: part != "provenance"}
+				q := &request{c: &c, set: set, prov: part == "both" || part == "provenance",
+					rules: part != "provenance", conv: part == "rules-conversation"}
 				q.run() // warm the scratch buffers a gateway keeps
 				perKiB(b, c.size(), q.run)
 				b.ReportMetric(float64(c.size())/1024, "KiB")
@@ -348,7 +359,7 @@ func TestRequestCostMaterial(t *testing.T) {
 		size    int
 	}{{"ordinary", 0, 0}, {"few", 2, 1300}, {"dense", 1, len(readAgent(t, "clock.go.txt"))}} {
 		conv := agentConversation(t, c.variant)
-		q := &request{c: &conv, set: secretrules.Default(), rules: true, seen: map[string]bool{}}
+		q := &request{c: &conv, set: secretrules.Default(), rules: true, conv: true, seen: map[string]bool{}}
 		q.run()
 		if c.size == 0 {
 			if q.findings != 0 {
@@ -412,7 +423,7 @@ func (c *conversation) request() (*validator.Request, []validator.ToolCall) {
 // "calls" less "screen" bounds what provenance and the credential rules
 // cost on the gateway's path (with the policy's other checks in it).
 // The gateway does not run the credential rules over the conversation it
-// is sent, which BenchmarkRequestCost's rules part does as an upper
+// is sent, which BenchmarkRequestCost's rules-conversation part does as an upper
 // bound. Every call is checked, also after one fails (as aegis check
 // does).
 func BenchmarkGatewayCallCost(b *testing.B) {
