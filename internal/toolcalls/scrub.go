@@ -16,25 +16,16 @@ const scrubRun = 8
 // maxScrubbed caps the argument bytes a message is compared with.
 const maxScrubbed = 64 << 10
 
-// Scrub returns msg with the bytes of args taken out: every value of the
-// arguments quoted whole ("…" for "value"), and every stretch of at least
-// eight bytes that a value (or the raw text, when it is not JSON) also
-// holds, each replaced by "…".
-// Findings over tool calls pass through it, so that an error message,
-// incident, event or log line names the path and the rule, never what
-// the call carried. A caller with several messages for one call makes a
-// Scrubber once.
-func Scrub(msg, args string) string {
-	if msg == "" || args == "" {
-		return msg
-	}
-	return NewScrubber(args, nil).Scrub(msg)
-}
-
-// Scrubber scrubs messages about one call's arguments (see Scrub). It
-// reads the arguments and collects every eight-byte stretch of them once,
-// so that each message costs a pass over its own bytes, not a search of
-// the arguments at each of them.
+// Scrubber takes a call's argument bytes out of the messages about it:
+// every value of the arguments quoted whole ("…" for "value"), and every
+// stretch of at least eight bytes that a value (or the raw text, when it
+// is not JSON) also holds, each replaced by "…". Findings over tool calls
+// pass through it, so that an error message, incident, event or log line
+// names the path and the rule, never what the call carried.
+//
+// A Scrubber reads the arguments and collects their eight-byte stretches
+// once, so that each message costs a pass over its own bytes, not a
+// search of the arguments at each of them.
 type Scrubber struct {
 	quoted []string // every value quoted three ways
 	hay    []string // what a stretch is looked for in

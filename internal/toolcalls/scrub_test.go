@@ -17,14 +17,14 @@ func TestScrub(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Scrub(c.msg, c.args); got != c.want {
+			if got := NewScrubber(c.args, nil).Scrub(c.msg); got != c.want {
 				t.Errorf("Scrub = %q, want %q", got, c.want)
 			}
 		})
 	}
 }
 
-// referenceScrub is Scrub without the gram set: each position of the
+// referenceScrub is Scrubber.Scrub without the gram set: each position of the
 // message searched for in the values. The fuzz test holds the two
 // together.
 func referenceScrub(msg, args string) string {
@@ -103,7 +103,7 @@ func FuzzScrub(f *testing.F) {
 	f.Add("not JSON near zorblaxquux", `{"a": zorblaxquux`)
 	f.Add("\x00\x00\x00\x00\x00\x00\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 	f.Fuzz(func(t *testing.T, msg, args string) {
-		if got, want := Scrub(msg, args), referenceScrub(msg, args); got != want {
+		if got, want := NewScrubber(args, nil).Scrub(msg), referenceScrub(msg, args); got != want {
 			t.Fatalf("Scrub(%q, %q) = %q, want %q", msg, args, got, want)
 		}
 	})
