@@ -114,7 +114,7 @@ func TestRunQuickTestbed(t *testing.T) {
 			t.Errorf("%s: missing measurements", d.Device)
 		}
 		if !d.RecoveryTested || d.RecoveryLost != 0 {
-			t.Errorf("%s: failure path tested %v, %d requests lost", d.Device, d.RecoveryTested, d.RecoveryLost)
+			t.Errorf("%s: failure path tested %v, %d requests lost (%q)", d.Device, d.RecoveryTested, d.RecoveryLost, d.RecoveryErrors)
 		}
 		// The two tools' CPU prefill numbers must agree within a factor
 		// of ten, which catches unit and parsing errors (a tokens-per-ms

@@ -201,11 +201,14 @@ type DeviceResult struct {
 	MainShareRange [2]float64 `json:"main_share_range,omitzero"`
 	// Failure path, with a hot CPU standby: kill -9 of this device's
 	// server → next good verdict (RecoveryMS) and → this device serving
-	// again (RestartMS); RecoveryLost counts requests that failed.
-	RecoveryMS     float64 `json:"recovery_ms,omitempty"`
-	RestartMS      float64 `json:"restart_ms,omitempty"`
-	RecoveryLost   int     `json:"recovery_lost"`
-	RecoveryTested bool    `json:"recovery_tested"`
+	// again (RestartMS); RecoveryLost counts requests that failed, and
+	// RecoveryErrors holds the first few different errors they failed
+	// with.
+	RecoveryMS     float64  `json:"recovery_ms,omitempty"`
+	RestartMS      float64  `json:"restart_ms,omitempty"`
+	RecoveryLost   int      `json:"recovery_lost"`
+	RecoveryErrors []string `json:"recovery_errors,omitempty"`
+	RecoveryTested bool     `json:"recovery_tested"`
 
 	// Ratio is CPU time-to-verdict / this device's (>1 = faster than the
 	// CPU); TGRatio the same for the served tg64 speed.
@@ -679,8 +682,8 @@ func (r *runner) device(ctx context.Context, d devices.Device, main *endpoint, m
 	ep.close()
 	ep.sup = nil
 	if !r.o.NoFailurePath && ownServer {
-		fb, rs, lost, err := r.failurePath(ctx, d)
-		res.RecoveryMS, res.RestartMS, res.RecoveryLost, res.RecoveryTested = fb, rs, lost, err == nil
+		fb, rs, lost, errs, err := r.failurePath(ctx, d)
+		res.RecoveryMS, res.RestartMS, res.RecoveryLost, res.RecoveryErrors, res.RecoveryTested = fb, rs, lost, errs, err == nil
 		if err != nil {
 			res.Error = "failure path: " + err.Error()
 		}
@@ -713,7 +716,7 @@ func (r *runner) withBusyGuard(ctx context.Context, ep *endpoint, f func() (floa
 // returns the time from the kill to the next good verdict (served by the
 // standby, through the supervisor's failover client), the time until the
 // device itself serves again, and how many requests failed.
-func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS, restartMS float64, lost int, err error) {
+func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS, restartMS float64, lost int, errs []string, err error) {
 	sup := supervisor.New(supervisor.Config{
 		Name: "bench-failure-" + d.Label(), Binary: r.o.Binary, Model: r.o.Model,
 		Chain: []devices.Device{d, {Name: "none"}}, HotStandby: true, CtxSize: r.o.CtxSize, Threads: r.o.Threads,
@@ -727,13 +730,13 @@ func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS,
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := sup.Start(sctx); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, nil, err
 	}
 	bothUp := func(st supervisor.Status) bool {
 		return st.State == supervisor.StateReady && st.Children[1] == supervisor.ChildReady
 	}
 	if err := waitStatus(sctx, sup, bothUp); err != nil {
-		return 0, 0, 0, fmt.Errorf("waiting for the standby: %w", err)
+		return 0, 0, 0, nil, fmt.Errorf("waiting for the standby: %w", err)
 	}
 	st, _ := sup.Status()
 	pid := st.PIDs[0]
@@ -765,7 +768,7 @@ func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS,
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		stop()
 		wg.Wait()
-		return 0, 0, 0, fmt.Errorf("kill %d: %w", pid, err)
+		return 0, 0, 0, nil, fmt.Errorf("kill %d: %w", pid, err)
 	}
 	recovered := time.Duration(-1)
 	for recovered < 0 {
@@ -773,13 +776,14 @@ func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS,
 		case res := <-results:
 			if res.err != nil {
 				lost++
+				errs = noteError(errs, res.err)
 			} else if res.end.After(killed) {
 				recovered = res.end.Sub(killed)
 			}
 		case <-sctx.Done():
 			stop()
 			wg.Wait()
-			return 0, 0, lost, errors.New("no verdict after the kill")
+			return 0, 0, lost, errs, errors.New("no verdict after the kill")
 		}
 	}
 	backOn := func(st supervisor.Status) bool {
@@ -792,12 +796,22 @@ func (r *runner) failurePath(ctx context.Context, d devices.Device) (fallbackMS,
 	for len(results) > 0 {
 		if res := <-results; res.err != nil {
 			lost++
+			errs = noteError(errs, res.err)
 		}
 	}
 	if werr != nil {
-		return ms(recovered), 0, lost, fmt.Errorf("device did not come back: %w", werr)
+		return ms(recovered), 0, lost, errs, fmt.Errorf("device did not come back: %w", werr)
 	}
-	return ms(recovered), ms(restarted), lost, nil
+	return ms(recovered), ms(restarted), lost, errs, nil
+}
+
+// noteError adds err's message to errs unless it is there or errs holds
+// three already.
+func noteError(errs []string, err error) []string {
+	if len(errs) >= 3 || slices.Contains(errs, err.Error()) {
+		return errs
+	}
+	return append(errs, err.Error())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
