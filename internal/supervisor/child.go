@@ -50,6 +50,7 @@ func (s ChildState) String() string {
 var (
 	ErrExited        = errors.New("server exited")
 	ErrHung          = errors.New("server stopped answering /health")
+	ErrGone          = errors.New("server stopped listening on its port")
 	ErrStartTimeout  = errors.New("server did not become ready in time")
 	ErrOutOfMemory   = errors.New("server ran out of device memory")
 	ErrLoadFailed    = errors.New("server could not load the model")
@@ -191,6 +192,7 @@ func (c *child) run() {
 				readySince = cfg.Clock.Now()
 				c.report(ChildReady, url, proc.Pid(), nil)
 				err = c.watch(proc, url)
+				c.leave(proc, err)
 			}
 			c.kill(proc)
 		}
@@ -262,7 +264,8 @@ func (c *child) waitReady(p llamaproc.Process, url string) error {
 }
 
 // watch polls health while the server runs; it returns when the process
-// exits, health fails UnhealthyAfter times in a row, or Stop.
+// exits, its port refuses connections, health fails UnhealthyAfter times
+// in a row, or Stop.
 func (c *child) watch(p llamaproc.Process, url string) error {
 	cfg := c.cfg
 	bad := 0
@@ -275,6 +278,14 @@ func (c *child) watch(p llamaproc.Process, url string) error {
 		case <-clock.After(cfg.Clock, cfg.HealthInterval):
 		}
 		switch c.probe(url) {
+		case HealthGone:
+			// An exit seen by the probe is an exit.
+			select {
+			case <-p.Done():
+				return fmt.Errorf("%w: %v", ErrExited, p.Err())
+			default:
+			}
+			return ErrGone
 		case HealthOK:
 			if bad > 0 {
 				c.report(ChildReady, url, p.Pid(), nil)
@@ -302,6 +313,22 @@ func (c *child) probe(url string) Health {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ProbeTimeout)
 	defer cancel()
 	return c.cfg.Health(ctx, url)
+}
+
+// leave takes a server that stopped serving (watch returned err) out of
+// service before it is stopped: a process that is going away can take
+// seconds to be reaped (a killed Vulkan server on a loaded machine took
+// eight), and its requests belong on the standby meanwhile. A process
+// already reaped, or one being stopped, needs nothing.
+func (c *child) leave(p llamaproc.Process, err error) {
+	if err == nil || errors.Is(err, errStopping) {
+		return
+	}
+	select {
+	case <-p.Done():
+	default:
+		c.report(ChildUnhealthy, "", p.Pid(), nil)
+	}
 }
 
 // kill stops the process group: SIGTERM, then SIGKILL after StopGrace.

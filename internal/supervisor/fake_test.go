@@ -54,6 +54,11 @@ type behaviour struct {
 	never      bool // never becomes ready (loading forever)
 	output     []string
 	exitAtOnce bool // print output, then exit before any probe
+	// goneAfter: the port refuses connections after this many ok probes
+	// (0 = never), and the process is reaped only once reap is closed
+	// (a killed process that takes long to exit).
+	goneAfter int
+	reap      chan struct{}
 }
 
 type fakeProc struct {
@@ -75,6 +80,10 @@ func (p *fakeProc) exit(err error) {
 	p.once.Do(func() { p.err = err; close(p.done) })
 }
 func (p *fakeProc) Signal(sig syscall.Signal) error {
+	if p.b.reap != nil {
+		go func() { <-p.b.reap; p.exit(fmt.Errorf("signal: %v", sig)) }()
+		return nil
+	}
 	p.exit(fmt.Errorf("signal: %v", sig))
 	return nil
 }
@@ -147,6 +156,9 @@ func (w *fakeWorld) health(_ context.Context, url string) Health {
 		return HealthLoading
 	}
 	ok := p.probes - b.loadProbes
+	if b.goneAfter > 0 && ok > b.goneAfter {
+		return HealthGone
+	}
 	if b.exitAfter > 0 && ok > b.exitAfter {
 		p.exit(errors.New("signal: killed"))
 		return HealthDown

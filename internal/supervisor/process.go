@@ -2,10 +2,12 @@ package supervisor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 
 	"github.com/aegis-sentinel/aegis/internal/llamaserver"
 )
@@ -18,6 +20,10 @@ const (
 	HealthDown    Health = iota // no answer, or an error status
 	HealthLoading               // 503 while the model loads
 	HealthOK                    // 200
+	// HealthGone: the port refuses connections. A server that was
+	// ready and now refuses is going away (a killed process closes its
+	// sockets before it can be reaped), not slow.
+	HealthGone
 )
 
 func (h Health) String() string {
@@ -26,6 +32,8 @@ func (h Health) String() string {
 		return "ok"
 	case HealthLoading:
 		return "loading"
+	case HealthGone:
+		return "gone"
 	}
 	return "down"
 }
@@ -45,6 +53,9 @@ func HTTPHealth(client *http.Client) HealthFunc {
 			return HealthDown
 		}
 		resp, err := client.Do(req)
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return HealthGone
+		}
 		if err != nil {
 			return HealthDown
 		}

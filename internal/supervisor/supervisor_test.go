@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -314,6 +315,53 @@ func TestHotStandbySwitchesAtOnce(t *testing.T) {
 		t.Errorf("standby started %d times", w.count("none"))
 	}
 	stop(t, s, w)
+}
+
+// TestStandbyServesWhileKilledServerExits: a killed server closes its
+// port at once but may take seconds to be reaped. Its requests go to the
+// hot standby as soon as a probe finds the port closed, not once the
+// process is gone.
+func TestStandbyServesWhileKilledServerExits(t *testing.T) {
+	defer noLeaks(t)()
+	reap := make(chan struct{})
+	w := newFakeWorld(func(dev string, n int) behaviour {
+		if dev == "Vulkan0" && n == 1 {
+			return behaviour{goneAfter: 3, reap: reap}
+		}
+		return behaviour{}
+	})
+	cfg, _ := w.config(devices.Device{Name: "Vulkan0"}, devices.Device{Name: "none"})
+	cfg.HotStandby = true
+	s := New(cfg)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The primary's process cannot be reaped before reap is closed: the
+	// standby serves while it exits, or never.
+	waitFor(t, "the standby serving while the primary exits", func() bool {
+		st, _ := s.Status()
+		return st.State == StateFallback && st.Device.Name == "none" && st.Children[0] == ChildUnhealthy
+	})
+	if len(w.live()) != 2 || w.count("Vulkan0") != 1 {
+		t.Errorf("processes while the primary exits: %v", w.live())
+	}
+	close(reap)
+	waitFor(t, "primary back", func() bool { return s.State() == StateReady && s.Device().Name == "Vulkan0" })
+	if w.count("Vulkan0") != 2 {
+		t.Errorf("primary started %d times, want 2", w.count("Vulkan0"))
+	}
+	stop(t, s, w)
+}
+
+// TestHTTPHealthGone: a port nobody listens on is gone, not down.
+func TestHTTPHealthGone(t *testing.T) {
+	port, err := PickPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := HTTPHealth(nil)(t.Context(), fmt.Sprintf("http://127.0.0.1:%d", port)); h != HealthGone {
+		t.Errorf("health of a closed port = %s, want gone", h)
+	}
 }
 
 func TestCommandRecipes(t *testing.T) {
