@@ -106,7 +106,8 @@ type stream struct {
 type Index struct {
 	Sources []Source
 	*scratch
-	tmp []byte // Locate's and NamedFold's
+	tmp   []byte // Locate's and NamedFold's
+	named map[string]named
 }
 
 // scratch is the table TraceAll builds of a call's values and the
@@ -347,6 +348,9 @@ func (ix *Index) TraceAll(values []string, ts []Trace) {
 			}
 		})
 	}
+	if len(ix.streams) == 0 {
+		return // no value holds a gram: nothing to find, no pass to make
+	}
 	ix.reset(len(ix.arena))
 	for _, st := range ix.streams {
 		f := ix.arena[st.from:st.to]
@@ -457,20 +461,92 @@ func (ix *Index) Secretlike(src, pos, n int) bool {
 }
 
 // Named returns the kinds of source whose text names s (lower case) and
-// the first result or declaration that does, or -1.
+// the first result or declaration that does, or -1. A request asks it
+// for every destination of every call, the earlier turns' too, so each
+// answer is kept, and the sources are searched for the byte of s that is
+// rarest in text (see contains).
 func (ix *Index) Named(s string) (Mask, int) {
+	if n, ok := ix.named[s]; ok {
+		return n.m, n.first
+	}
 	var m Mask
 	first := -1
+	k := rarest(s)
 	for i := range ix.Sources {
 		src := &ix.Sources[i]
-		if strings.Contains(ix.Lower(i), s) {
+		if contains(ix.Lower(i), s, k) {
 			m |= 1 << src.Kind
 			if first < 0 && (src.Kind == Result || src.Kind == FlaggedResult || src.Kind == Declaration) {
 				first = i
 			}
 		}
 	}
+	if ix.named == nil {
+		ix.named = map[string]named{}
+	}
+	if len(ix.named) < maxNamed {
+		ix.named[s] = named{m, first}
+	}
 	return m, first
+}
+
+// named is an answer of Named.
+type named struct {
+	m     Mask
+	first int
+}
+
+// maxNamed bounds the answers Named keeps.
+const maxNamed = 4096
+
+// byteRank ranks bytes by how common they are in the text of a
+// conversation in lower case (prose, JSON, code): 0 for the most common,
+// 255 for the ones not listed, which are the rarest.
+var byteRank = func() (t [256]uint8) {
+	for i := range t {
+		t[i] = 255
+	}
+	for i, c := range []byte(" etaoinsrhldcumfpgwybv\"\n:,.k{}-_/0123456789()=x'j;q<>z[]\t*#+&|%?!@") {
+		t[c] = uint8(i)
+	}
+	return t
+}()
+
+// rarest returns the index of the byte of s that byteRank ranks rarest.
+func rarest(s string) int {
+	k := 0
+	for i := 1; i < len(s); i++ {
+		if byteRank[s[i]] > byteRank[s[k]] {
+			k = i
+		}
+	}
+	return k
+}
+
+// contains reports whether text holds s, looking for s's byte at k (the
+// rarest) and comparing around each. strings.Contains steps through the
+// first byte of s, which in an address or a host ('s', 'h', 'w') is among
+// the commonest of a conversation.
+func contains(text, s string, k int) bool {
+	if s == "" {
+		return true
+	}
+	c := s[k]
+	for from := k; from < len(text); {
+		j := strings.IndexByte(text[from:], c)
+		if j < 0 {
+			return false
+		}
+		p := from + j - k
+		if p+len(s) > len(text) {
+			return false
+		}
+		if text[p:p+len(s)] == s {
+			return true
+		}
+		from += j + 1
+	}
+	return false
 }
 
 // Lower returns source i's text in lower case (made on first use: only

@@ -211,3 +211,54 @@ func TestRunWhoseFirstGramComesEarlier(t *testing.T) {
 		t.Fatalf("runs %+v: longest %d, want %d", tr.Runs, best, want)
 	}
 }
+
+// TestContains holds contains, which searches for the rarest byte of the
+// needle, to strings.Contains.
+func TestContains(t *testing.T) {
+	cases := []struct{ name, text, s string }{
+		{"an address", `{"from":"supplier12@vendor12.example","to":"me@x.example"}`, "supplier12@vendor12.example"},
+		{"at the start", "@vendor12.example says hi", "@vendor12.example"},
+		{"at the end", "write to vendor12.example", "vendor12.example"},
+		{"cut off at the end", "write to vendor12.exampl", "vendor12.example"},
+		{"rare byte repeated", "@@@@ a@b", "a@b"},
+		{"absent", "nothing here", "x@y"},
+		{"longer than the text", "ab", "abc"},
+		{"empty needle", "abc", ""},
+		{"empty text", "", "a"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got, want := contains(c.text, c.s, rarest(c.s)), strings.Contains(c.text, c.s); got != want {
+				t.Errorf("contains(%q, %q) = %v, want %v", c.text, c.s, got, want)
+			}
+		})
+	}
+}
+
+func FuzzContains(f *testing.F) {
+	f.Add(`{"from":"supplier12@vendor12.example"}`, "vendor12.example")
+	f.Add("@@@@ a@b", "a@b")
+	f.Add("ab", "abc")
+	f.Fuzz(func(t *testing.T, text, s string) {
+		if got, want := contains(text, s, rarest(s)), strings.Contains(text, s); got != want {
+			t.Fatalf("contains(%q, %q) = %v, want %v", text, s, got, want)
+		}
+	})
+}
+
+// TestNamedKept: Named answers the same when asked again, from what it
+// kept.
+func TestNamedKept(t *testing.T) {
+	ix := New([]Source{{Kind: User, Text: "Mail Dana at dana@halcyon.example"}, {Kind: Result, Tool: "search", Text: `{"url":"https://evil.example/x"}`}})
+	for range 2 {
+		if m, first := ix.Named("dana@halcyon.example"); !m.Has(User) || m.Has(Result) || first != -1 {
+			t.Errorf("dana: %v %d", m, first)
+		}
+		if m, first := ix.Named("evil.example"); m.Has(User) || !m.Has(Result) || first != 1 {
+			t.Errorf("evil: %v %d", m, first)
+		}
+	}
+	if len(ix.named) != 2 {
+		t.Errorf("%d answers kept, want 2", len(ix.named))
+	}
+}

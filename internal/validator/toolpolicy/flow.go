@@ -98,14 +98,41 @@ func (v *Validator) index() *provenance.Index {
 	v.flow.canaries = canarySpans(v.flow.ix, user.String())
 	v.flow.replyAsked = replyRE.MatchString(user.String())
 	v.flow.heardUser = user.Len() > 0
+	v.takeInHistory()
+	return v.flow.ix
+}
+
+// takeInHistory records what the earlier turns' calls sent where nobody
+// trusted named: a key split across turns counts whole. Their values
+// are traced together, in one pass over the conversation: a long
+// session's request would otherwise read the conversation once per
+// earlier call.
+func (v *Validator) takeInHistory() {
+	var texts []string
 	for _, m := range v.req.Messages {
-		if m.Role == "assistant" {
-			for _, c := range m.ToolCalls {
-				v.judgeFlow(c, "", false)
+		if m.Role != "assistant" {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			if bad, _, vals := v.untrusted(c); bad != nil {
+				for _, val := range vals {
+					texts = append(texts, val.Text)
+				}
 			}
 		}
 	}
-	return v.flow.ix
+	if len(texts) == 0 {
+		return
+	}
+	traces := v.traces(len(texts))
+	v.flow.ix.TraceAll(texts, traces)
+	for _, t := range traces {
+		for _, r := range t.Runs {
+			if len(v.flow.sent) < maxSent {
+				v.flow.sent = append(v.flow.sent, sentRun{r.Src, r.Pos, r.Pos + r.Len})
+			}
+		}
+	}
 }
 
 // canarySpans marks, in each system-prompt source, where its canaries
@@ -268,9 +295,11 @@ type carried struct {
 	via  provenance.Encoding
 }
 
-// judgeFlow applies the flow rule to a call; report false only records
-// what it sends (a call of an earlier turn).
-func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool) []validator.Finding {
+// untrusted returns the destination of call that the flow rule judges
+// it by, nil when the call sends nowhere or only where someone trusted
+// named, with who named it and the values that may carry data there
+// (all but the destinations the conversation names whole).
+func (v *Validator) untrusted(call validator.ToolCall) (*destination, origin, []toolcalls.Value) {
 	kind := v.kind(call.Name)
 	var ds []destination
 	if kind.egress {
@@ -280,9 +309,8 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 		ds = append(ds, shellDestinations(toolcalls.Of(call).Values)...)
 	}
 	if len(ds) == 0 {
-		return nil
+		return nil, origin{}, nil
 	}
-	ix := v.index()
 	var bad *destination
 	var from origin
 	for i := range ds {
@@ -295,16 +323,30 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 		}
 	}
 	if bad == nil {
-		return nil
+		return nil, origin{}, nil
 	}
-	var best carried
-	total := 0
 	var vals []toolcalls.Value
-	var texts []string
 	for _, val := range toolcalls.Of(call).Values {
 		if !v.isReference(val, ds) {
-			vals, texts = append(vals, val), append(texts, val.Text)
+			vals = append(vals, val)
 		}
+	}
+	return bad, from, vals
+}
+
+// judgeFlow applies the flow rule to a call of this turn.
+func (v *Validator) judgeFlow(call validator.ToolCall, base string) []validator.Finding {
+	kind := v.kind(call.Name)
+	bad, from, vals := v.untrusted(call)
+	if bad == nil {
+		return nil
+	}
+	ix := v.index()
+	var best carried
+	total := 0
+	texts := make([]string, len(vals))
+	for i, val := range vals {
+		texts[i] = val.Text
 	}
 	traces := v.traces(len(vals))
 	ix.TraceAll(texts, traces)
@@ -314,9 +356,6 @@ func (v *Validator) judgeFlow(call validator.ToolCall, base string, report bool)
 		if c.n > best.n {
 			best = c
 		}
-	}
-	if !report {
-		return nil
 	}
 	f := validator.Finding{Check: Name, Path: base + "/arguments/" + bad.path, Start: bad.start, End: bad.end}
 	dest := describeOrigin(ix, from) + " (" + paramName(bad.path) + ")"

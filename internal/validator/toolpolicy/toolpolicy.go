@@ -348,7 +348,7 @@ func (v *Validator) CheckToolCall(call validator.ToolCall) []validator.Finding {
 		out = append(out, v.checkShell(call, base)...)
 	}
 	if kind.egress || kind.shell {
-		out = append(out, v.judgeFlow(call, base, true)...)
+		out = append(out, v.judgeFlow(call, base)...)
 	}
 	if kind.sql {
 		out = append(out, v.checkSQL(call, base)...)
