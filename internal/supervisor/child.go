@@ -279,13 +279,19 @@ func (c *child) watch(p llamaproc.Process, url string) error {
 		}
 		switch c.probe(url) {
 		case HealthGone:
-			// An exit seen by the probe is an exit.
+			// The port closed: the process is going away (a killed
+			// one closes its sockets before it is reaped). It leaves
+			// service now; an exit that follows within a probe
+			// interval is reported as the exit it is.
+			c.report(ChildUnhealthy, "", p.Pid(), nil)
 			select {
 			case <-p.Done():
 				return fmt.Errorf("%w: %v", ErrExited, p.Err())
-			default:
+			case <-c.stop:
+				return errStopping
+			case <-clock.After(cfg.Clock, cfg.HealthInterval):
+				return ErrGone
 			}
-			return ErrGone
 		case HealthOK:
 			if bad > 0 {
 				c.report(ChildReady, url, p.Pid(), nil)
