@@ -322,10 +322,10 @@ func (c *child) probe(url string) Health {
 }
 
 // leave takes a server that stopped serving (watch returned err) out of
-// service before it is stopped: a process that is going away can take
-// seconds to be reaped (a killed Vulkan server on a loaded machine took
-// eight), and its requests belong on the standby meanwhile. A process
-// already reaped, or one being stopped, needs nothing.
+// service before it is stopped and waited for: a hung process waits out
+// StopGrace, and a dying one may be slow to be reaped; its requests
+// belong on the standby meanwhile. A process already reaped, or one being
+// stopped, needs nothing.
 func (c *child) leave(p llamaproc.Process, err error) {
 	if err == nil || errors.Is(err, errStopping) {
 		return
