@@ -191,8 +191,7 @@ func (c *child) run() {
 			if err == nil {
 				readySince = cfg.Clock.Now()
 				c.report(ChildReady, url, proc.Pid(), nil)
-				err = c.watch(proc, url)
-				c.leave(proc, err)
+				err = c.leave(proc, c.watch(proc, url))
 			}
 			c.kill(proc)
 		}
@@ -280,18 +279,8 @@ func (c *child) watch(p llamaproc.Process, url string) error {
 		switch c.probe(url) {
 		case HealthGone:
 			// The port closed: the process is going away (a killed
-			// one closes its sockets before it is reaped). It leaves
-			// service now; an exit that follows within a probe
-			// interval is reported as the exit it is.
-			c.report(ChildUnhealthy, "", p.Pid(), nil)
-			select {
-			case <-p.Done():
-				return fmt.Errorf("%w: %v", ErrExited, p.Err())
-			case <-c.stop:
-				return errStopping
-			case <-clock.After(cfg.Clock, cfg.HealthInterval):
-				return ErrGone
-			}
+			// one closes its sockets before it is reaped); see leave.
+			return ErrGone
 		case HealthOK:
 			if bad > 0 {
 				c.report(ChildReady, url, p.Pid(), nil)
@@ -325,15 +314,29 @@ func (c *child) probe(url string) Health {
 // service before it is stopped and waited for: a hung process waits out
 // StopGrace, and a dying one may be slow to be reaped; its requests
 // belong on the standby meanwhile. A process already reaped, or one being
-// stopped, needs nothing.
-func (c *child) leave(p llamaproc.Process, err error) {
+// stopped, needs nothing. A server whose port closed (ErrGone) is given
+// a probe interval to exit, so that a kill is reported as the exit it is;
+// leave returns the error the run ended with.
+func (c *child) leave(p llamaproc.Process, err error) error {
 	if err == nil || errors.Is(err, errStopping) {
-		return
+		return err
 	}
 	select {
 	case <-p.Done():
+		return err
 	default:
-		c.report(ChildUnhealthy, "", p.Pid(), nil)
+	}
+	c.report(ChildUnhealthy, "", p.Pid(), nil)
+	if !errors.Is(err, ErrGone) {
+		return err
+	}
+	select {
+	case <-p.Done():
+		return fmt.Errorf("%w: %v", ErrExited, p.Err())
+	case <-c.stop:
+		return errStopping
+	case <-clock.After(c.cfg.Clock, c.cfg.HealthInterval):
+		return err
 	}
 }
 
