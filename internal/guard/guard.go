@@ -24,6 +24,9 @@ import (
 // build one with New or Default. It is safe for concurrent use.
 type Guard struct {
 	model *classifier.Model
+	// scoresKey names, in a request's memo, the tool-result scores of
+	// the model: guards over one model share them (ScoreToolResultOf).
+	scoresKey string
 	// Roles are the message roles CheckInput scores. Nil means user and
 	// tool messages (text the application did not write itself).
 	Roles []string
@@ -39,7 +42,7 @@ func New(model *classifier.Model) (*Guard, error) {
 			return nil, fmt.Errorf("guard: model has no %s head", h)
 		}
 	}
-	return &Guard{model: model}, nil
+	return &Guard{model: model, scoresKey: fmt.Sprintf("guard.tool-result-scores.%p", model)}, nil
 }
 
 // Default returns a guard over the embedded model.

@@ -154,7 +154,7 @@ func TestToolResultScoresShared(t *testing.T) {
 	if v := check(context.Background(), req); v == nil {
 		t.Fatal("the injected result was not flagged")
 	}
-	kept := req.Memo(g.scoresKey(), func() any { return nil })
+	kept := req.Memo(g.scoresKey, func() any { return nil })
 	scores, _ := kept.(map[string]ToolResultScore)
 	if _, ok := scores[injected]; !ok || len(scores) != 1 {
 		t.Fatalf("the request keeps %v; want the one result's score", kept)

@@ -175,7 +175,7 @@ func (g *Guard) ScoreToolResultOf(req *validator.Request, text string) ToolResul
 	if req == nil {
 		return g.ScoreToolResult(text)
 	}
-	scores := req.Memo(g.scoresKey(), func() any { return map[string]ToolResultScore{} }).(map[string]ToolResultScore)
+	scores := req.Memo(g.scoresKey, func() any { return map[string]ToolResultScore{} }).(map[string]ToolResultScore)
 	if s, ok := scores[text]; ok {
 		return s
 	}
@@ -183,10 +183,6 @@ func (g *Guard) ScoreToolResultOf(req *validator.Request, text string) ToolResul
 	scores[text] = s
 	return s
 }
-
-// scoresKey names, in a request's memo, the tool-result scores of g's
-// model: guards over one model share them.
-func (g *Guard) scoresKey() string { return fmt.Sprintf("guard.tool-result-scores.%p", g.model) }
 
 // SuspectToolResult is the egress rule's screen of a tool result of req
 // (nil: none known): a tool result is flagged when it reaches medium
