@@ -212,38 +212,39 @@ func TestRunWhoseFirstGramComesEarlier(t *testing.T) {
 	}
 }
 
-// TestContains holds contains, which searches for the rarest byte of the
-// needle, to strings.Contains.
-func TestContains(t *testing.T) {
-	cases := []struct{ name, text, s string }{
-		{"an address", `{"from":"supplier12@vendor12.example","to":"me@x.example"}`, "supplier12@vendor12.example"},
-		{"at the start", "@vendor12.example says hi", "@vendor12.example"},
-		{"at the end", "write to vendor12.example", "vendor12.example"},
-		{"cut off at the end", "write to vendor12.exampl", "vendor12.example"},
-		{"rare byte repeated", "@@@@ a@b", "a@b"},
-		{"absent", "nothing here", "x@y"},
-		{"longer than the text", "ab", "abc"},
-		{"empty needle", "abc", ""},
-		{"empty text", "", "a"},
+// containsCases are TestContains's cases and FuzzContains's seeds.
+var containsCases = []struct{ name, text, s string }{
+	{"an address", `{"from":"supplier12@vendor12.example","to":"me@x.example"}`, "supplier12@vendor12.example"},
+	{"at the start", "@vendor12.example says hi", "@vendor12.example"},
+	{"at the end", "write to vendor12.example", "vendor12.example"},
+	{"cut off at the end", "write to vendor12.exampl", "vendor12.example"},
+	{"rare byte repeated", "@@@@ a@b", "a@b"},
+	{"absent", "nothing here", "x@y"},
+	{"longer than the text", "ab", "abc"},
+	{"empty needle", "abc", ""},
+	{"empty text", "", "a"},
+}
+
+// checkContains holds contains, which searches for the rarest byte of
+// the needle, to strings.Contains.
+func checkContains(t *testing.T, text, s string) {
+	t.Helper()
+	if got, want := contains(text, s, rarest(s)), strings.Contains(text, s); got != want {
+		t.Errorf("contains(%q, %q) = %v, want %v", text, s, got, want)
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got, want := contains(c.text, c.s, rarest(c.s)), strings.Contains(c.text, c.s); got != want {
-				t.Errorf("contains(%q, %q) = %v, want %v", c.text, c.s, got, want)
-			}
-		})
+}
+
+func TestContains(t *testing.T) {
+	for _, c := range containsCases {
+		t.Run(c.name, func(t *testing.T) { checkContains(t, c.text, c.s) })
 	}
 }
 
 func FuzzContains(f *testing.F) {
-	f.Add(`{"from":"supplier12@vendor12.example"}`, "vendor12.example")
-	f.Add("@@@@ a@b", "a@b")
-	f.Add("ab", "abc")
-	f.Fuzz(func(t *testing.T, text, s string) {
-		if got, want := contains(text, s, rarest(s)), strings.Contains(text, s); got != want {
-			t.Fatalf("contains(%q, %q) = %v, want %v", text, s, got, want)
-		}
-	})
+	for _, c := range containsCases {
+		f.Add(c.text, c.s)
+	}
+	f.Fuzz(checkContains)
 }
 
 // TestNamedKept: Named answers the same when asked again, from what it

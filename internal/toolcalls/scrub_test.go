@@ -5,17 +5,20 @@ import (
 	"testing"
 )
 
+// scrubCases are TestScrub's cases and FuzzScrub's seeds.
+var scrubCases = []struct{ name, msg, args, want string }{
+	{"a quoted value", `value "urgent" is not one of enum ["low","high"]`, `{"priority":"urgent"}`, `value "…" is not one of enum ["low","high"]`},
+	{"a long stretch", "credential in output: AKIA2E3ZQF7B2LMC4XRW here", `{"body":"key AKIA2E3ZQF7B2LMC4XRW"}`, "credential in output:… here"},
+	{"eight shared bytes go even when they are words", "`body` carries 31 bytes of the system prompt", `{"body":"about the system prompt"}`, "`body` carries 31 bytes of…"},
+	{"keys stay", `at "/level": value "…" is not one of enum`, `{"level": "urgent-zorblax"}`, `at "/level": value "…" is not one of enum`},
+	{"nothing shared", "call to `send_email` sends to a destination nobody named", `{"to":"x@evil.example"}`, "call to `send_email` sends to a destination nobody named"},
+	{"arguments that are not JSON", "not JSON near zorblaxquux", `{"a": zorblaxquux`, "not JSON near…"},
+	{"a run of NUL bytes", "\x00\x00\x00\x00\x00\x00\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00", "…"},
+	{"empty", "", `{"a":"b"}`, ""},
+}
+
 func TestScrub(t *testing.T) {
-	cases := []struct{ name, msg, args, want string }{
-		{"a quoted value", `value "urgent" is not one of enum ["low","high"]`, `{"priority":"urgent"}`, `value "…" is not one of enum ["low","high"]`},
-		{"a long stretch", "credential in output: AKIA2E3ZQF7B2LMC4XRW here", `{"body":"key AKIA2E3ZQF7B2LMC4XRW"}`, "credential in output:… here"},
-		{"eight shared bytes go even when they are words", "`body` carries 31 bytes of the system prompt", `{"body":"about the system prompt"}`, "`body` carries 31 bytes of…"},
-		{"keys stay", `at "/level": value "…" is not one of enum`, `{"level": "urgent-zorblax"}`, `at "/level": value "…" is not one of enum`},
-		{"nothing shared", "call to `send_email` sends to a destination nobody named", `{"to":"x@evil.example"}`, "call to `send_email` sends to a destination nobody named"},
-		{"arguments that are not JSON", "not JSON near zorblaxquux", `{"a": zorblaxquux`, "not JSON near…"},
-		{"empty", "", `{"a":"b"}`, ""},
-	}
-	for _, c := range cases {
+	for _, c := range scrubCases {
 		t.Run(c.name, func(t *testing.T) {
 			if got := NewScrubber(c.args, nil).Scrub(c.msg); got != c.want {
 				t.Errorf("Scrub = %q, want %q", got, c.want)
@@ -24,8 +27,8 @@ func TestScrub(t *testing.T) {
 	}
 }
 
-// referenceScrub is Scrubber.Scrub without the gram set: each position of the
-// message searched for in the values. The fuzz test holds the two
+// referenceScrub is Scrubber.Scrub without the gram set: each position
+// of the message searched for in the values. The fuzz test holds the two
 // together.
 func referenceScrub(msg, args string) string {
 	if msg == "" || args == "" {
@@ -97,10 +100,9 @@ func TestScrubberManyMessages(t *testing.T) {
 }
 
 func FuzzScrub(f *testing.F) {
-	f.Add("credential in output: AKIA2E3ZQF7B2LMC4XRW here", `{"body":"key AKIA2E3ZQF7B2LMC4XRW"}`)
-	f.Add(`value "urgent" is not one of enum`, `{"priority":"urgent"}`)
-	f.Add("not JSON near zorblaxquux", `{"a": zorblaxquux`)
-	f.Add("\x00\x00\x00\x00\x00\x00\x00\x00\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+	for _, c := range scrubCases {
+		f.Add(c.msg, c.args)
+	}
 	f.Fuzz(func(t *testing.T, msg, args string) {
 		if got, want := NewScrubber(args, nil).Scrub(msg), referenceScrub(msg, args); got != want {
 			t.Fatalf("Scrub(%q, %q) = %q, want %q", msg, args, got, want)
